@@ -1,0 +1,61 @@
+# memlab — the two commands: `make reproduce` and `make test`. See README.md.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEBS := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de wordnet-base wordnet-sense-index
+# Offline by default: no hub, W&B offline, DVC analytics off.
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export WANDB_MODE ?= offline
+export DVC_NO_ANALYTICS := 1
+export TOKENIZERS_PARALLELISM := false
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help setup debs reproduce test bench lab dvc.yaml clean-results
+
+help:
+	@echo "make reproduce  — set up, then run the whole embedded reproduction (dvc repro)"
+	@echo "make test       — set up, then run the test suite"
+	@echo "make bench      — benchmarks → results/bench/*.json + a printed table"
+	@echo "make lab        — JupyterLab (offline-safe flags)"
+
+setup: $(STAMP) debs
+
+$(STAMP): pyproject.toml requirements.lock
+	@command -v $(PYTHON) >/dev/null || { echo "memlab: error: $(PYTHON) not found; install Python 3.11 (or make PYTHON=/path/to/python3.11)"; exit 1; }
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c requirements.lock -e ".[test]"
+	@touch $(STAMP)
+
+# Debian data packages: installed when missing and we are root; otherwise one line naming the command.
+debs:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "memlab: installing Debian data packages:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) || exit 1; \
+	  else echo "memlab: error: missing Debian data packages; run: sudo apt-get install -y$$missing"; exit 1; fi; \
+	fi
+
+dvc.yaml: $(STAMP)
+	$(PY) -m memlab.pipeline
+
+reproduce: setup dvc.yaml
+	$(VENV)/bin/dvc repro
+	@echo "memlab: results in results/ (each run: .html, figures/, tables/, metrics.json)"
+
+test: setup
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) -m memlab.bench
+
+lab: setup
+	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --LabApp.extension_manager=readonly \
+	  $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) --notebook-dir=.
+
+clean-results:
+	rm -rf results/*/interactive

@@ -1,0 +1,98 @@
+"""Per-sample jobs: the unit the concrete backends compute and the cache stores.
+
+A request with ``n`` samples expands to jobs ``(request, i)`` for ``i < n``. Under greedy decoding
+(``temperature == 0``) every sample equals sample 0 by definition, so only job ``(request, 0)`` is computed
+and copied. Sample ``i`` of a sampled request uses the seed :func:`sample_seed` ``(request.seed, i)``, so it
+is a pure function of (model, request, seed, i) whatever else is computed alongside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+from memlab.backends.base import Generation, GenerationRequest, Sample
+
+
+@dataclass(frozen=True)
+class SampleJob:
+    request: GenerationRequest
+    index: int
+
+
+@dataclass
+class SampleResult:
+    """One computed sample and the tokens it cost (prompt tokens are counted once per request)."""
+
+    sample: Sample
+    prompt_tokens: int
+    completion_tokens: int
+
+
+OnDone = Callable[[int, SampleResult], None]
+
+
+class SampleBackend(Protocol):
+    """What the cache needs to resume at sample granularity: compute only the listed jobs and report each
+    finished one through ``on_done(job_position, result)`` as soon as it is final."""
+
+    def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
+                         on_done: OnDone | None = None) -> list[SampleResult]: ...
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of sample ``index`` of a request with ``seed``: the first 8 bytes of
+    sha256("{seed}:{index}") masked to 63 bits (fits torch.Generator and every API's ``seed`` field)."""
+    digest = hashlib.sha256(f"{int(seed)}:{int(index)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def api_seed(seed: int, index: int) -> int:
+    """:func:`sample_seed` folded to 31 bits: some servers reject seeds above a signed int32."""
+    return sample_seed(seed, index) & 0x7FFF_FFFF
+
+
+def effective_index(request: GenerationRequest, index: int) -> int:
+    """Greedy samples are all sample 0."""
+    return 0 if request.temperature == 0 else index
+
+
+def expand(requests: Sequence[GenerationRequest]) -> list[SampleJob]:
+    """The distinct jobs needed for ``requests`` (greedy requests need only sample 0)."""
+    seen: set[SampleJob] = set()
+    jobs: list[SampleJob] = []
+    for r in requests:
+        for i in range(r.n):
+            job = SampleJob(r, effective_index(r, i))
+            if job not in seen:
+                seen.add(job)
+                jobs.append(job)
+    return jobs
+
+
+def assemble(requests: Sequence[GenerationRequest], results: dict[SampleJob, SampleResult],
+             cached: dict[SampleJob, bool] | None = None) -> list[Generation]:
+    """Build one :class:`Generation` per request from per-job results."""
+    out: list[Generation] = []
+    for r in requests:
+        samples, prompt_tokens, completion_tokens, hits = [], 0, 0, []
+        for i in range(r.n):
+            job = SampleJob(r, effective_index(r, i))
+            res = results[job]
+            samples.append(Sample(res.sample.text, list(res.sample.token_ids) if res.sample.token_ids is not None
+                                  else None, res.sample.finish_reason))
+            prompt_tokens = res.prompt_tokens
+            completion_tokens += res.completion_tokens
+            hits.append(bool(cached and cached.get(job)))
+        out.append(Generation(samples=samples, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                              cached=all(hits)))
+    return out
+
+
+def truncate_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """Cut ``text`` before the earliest occurrence of any stop string; returns (text, whether cut)."""
+    cut = min((p for p in (text.find(s) for s in stop if s) if p >= 0), default=-1)
+    if cut < 0:
+        return text, False
+    return text[:cut], True

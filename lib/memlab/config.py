@@ -1,0 +1,65 @@
+"""Config composition: one place that knows where conf/ is and how to compose it.
+
+The runner (``python -m memlab.run``) uses Hydra's ``@hydra.main``; tests, notebooks opened by hand and the
+DVC generator use :func:`compose`, which yields the same config for the same overrides.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from memlab.errors import ConfigError
+
+
+def repo_root() -> Path:
+    """The project root: $MEMLAB_ROOT if set, else the checkout this package lives in, else the cwd."""
+    if os.environ.get("MEMLAB_ROOT"):
+        return Path(os.environ["MEMLAB_ROOT"]).resolve()
+    here = Path(__file__).resolve().parents[2]
+    if (here / "conf" / "config.yaml").exists():
+        return here
+    return Path.cwd().resolve()
+
+
+CONF_DIR = repo_root() / "conf"
+
+if not OmegaConf.has_resolver("memlab_root"):
+    OmegaConf.register_new_resolver("memlab_root", lambda: str(repo_root()))
+
+
+def experiment_names() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+
+
+def check_experiment(name: str | None) -> None:
+    if name is None:
+        raise ConfigError("no experiment given: pass experiment=<name>; known: " + ", ".join(experiment_names()))
+    if name not in experiment_names():
+        raise ConfigError(f"unknown experiment '{name}'; known: " + ", ".join(experiment_names()))
+
+
+def compose(experiment: str | None = None, overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose conf/ like the runner does (without Hydra's runtime), e.g. for tests and notebooks."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    ov = list(overrides)
+    if experiment is not None:
+        check_experiment(experiment)
+        ov = [f"experiment={experiment}", *ov]
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=ov)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(_first_line(err)) from None
+    return cfg
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__

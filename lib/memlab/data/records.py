@@ -1,0 +1,59 @@
+"""The one document record every corpus, method and experiment uses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, asdict
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+@dataclass
+class Document:
+    """One document.
+
+    ``id``: stable, unique within a corpus (e.g. ``kjv/book/Genesis``). ``source``: where the text was read
+    at run time (package + path). ``licence``: SPDX-like id or a short phrase. ``date``: ISO date of the text
+    when known, else ``None``. ``split``: membership label for models we trained ourselves —
+    ``"member"`` | ``"nonmember"`` | ``None`` (unknown, e.g. third-party models). ``meta``: anything else
+    (book name, chapter number, ...).
+    """
+
+    id: str
+    text: str
+    source: str
+    licence: str
+    date: str | None = None
+    split: str | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def write_jsonl(docs: Iterable[Document], path: str | Path) -> Path:
+    """Write documents as JSONL atomically (tmp file + rename), so a killed run leaves no half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_jsonl(path: str | Path) -> list[Document]:
+    return list(iter_jsonl(path))
+
+
+def iter_jsonl(path: str | Path) -> Iterator[Document]:
+    with Path(path).open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield Document(**json.loads(line))

@@ -1,0 +1,85 @@
+"""Memorization curve: exact greedy continuation rate of training vs held-out text, per epoch and size.
+
+Metric — **exact k-token continuation rate**: for a probe (a window of ``prefix_len + cont_len`` consecutive
+token ids inside one document), the model is given the ``prefix_len``-token prefix as exact token ids and
+decodes ``cont_len`` tokens greedily; the probe counts as memorized iff all ``cont_len`` generated ids equal
+the document's next ``cont_len`` ids. The rate is the share of probes memorized (the extractable-memorization
+test of Carlini et al., used by the Pythia memorization studies with k = 32).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from memlab.backends.base import Backend, GenerationRequest
+from memlab.data.records import Document
+from memlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Probe:
+    doc_id: str
+    start: int  # token offset of the prefix inside the document
+    prefix_ids: tuple[int, ...]
+    target_ids: tuple[int, ...]
+
+
+def sample_probes(docs: Sequence[Document], tokenize, n: int, prefix_len: int, cont_len: int,
+                  seed: int) -> list[Probe]:
+    """``n`` probes drawn with a seeded RNG: a document uniformly among those long enough, then a start
+    position uniformly inside it. ``tokenize(text) -> list[int]`` must be the model's tokenizer."""
+    if n < 1 or prefix_len < 1 or cont_len < 1:
+        raise ConfigError(f"n, prefix_len and cont_len must be >= 1 (got {n}, {prefix_len}, {cont_len})")
+    window = prefix_len + cont_len
+    tokenized = [(d.id, list(tokenize(d.text))) for d in docs]
+    usable = [(i, ids) for i, ids in tokenized if len(ids) >= window]
+    if not usable:
+        raise ConfigError(f"no document has the {window} tokens a probe needs; lower prefix_len/cont_len")
+    rng = random.Random(seed)
+    probes = []
+    for _ in range(n):
+        doc_id, ids = usable[rng.randrange(len(usable))]
+        start = rng.randrange(len(ids) - window + 1)
+        probes.append(Probe(doc_id, start, tuple(ids[start:start + prefix_len]),
+                            tuple(ids[start + prefix_len:start + window])))
+    return probes
+
+
+def exact_continuations(backend: Backend, probes: Sequence[Probe], *, progress: bool = False) -> list[bool]:
+    """For each probe: did greedy decoding reproduce the target ids exactly?"""
+    reqs = [GenerationRequest(prompt_token_ids=p.prefix_ids, max_new_tokens=len(p.target_ids), temperature=0.0)
+            for p in probes]
+    outs = backend.generate(reqs, progress=progress)
+    hits = []
+    for p, g in zip(probes, outs):
+        ids = g.samples[0].token_ids
+        if ids is None:
+            raise ConfigError(f"backend {backend.model_id} returns no token ids; exact continuation needs them")
+        hits.append(tuple(ids[: len(p.target_ids)]) == p.target_ids)
+    return hits
+
+
+def curve_rows(checkpoints: Mapping[tuple[str, int], object], probes_by_split: Mapping[str, Sequence[Probe]],
+               backend_for, *, progress: bool = False) -> list[dict]:
+    """One row per (size, epoch, split): n probes, exact hits, rate.
+
+    ``checkpoints`` maps (size, epoch) → checkpoint; ``backend_for(checkpoint)`` returns a Backend for it.
+    """
+    rows = []
+    items: Iterable = sorted(checkpoints.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+    if progress:
+        from tqdm.auto import tqdm
+
+        items = tqdm(list(items), desc="checkpoints")
+    for (size, epoch), ckpt in items:
+        backend = backend_for(ckpt)
+        try:
+            for split, probes in probes_by_split.items():
+                hits = exact_continuations(backend, probes)
+                rows.append({"size": size, "epoch": epoch, "split": split, "n": len(hits),
+                             "exact": int(sum(hits)), "rate": sum(hits) / len(hits)})
+        finally:
+            backend.close()
+    return rows

@@ -1,0 +1,202 @@
+"""Seeded input perturbations σ(k) for PEARL (seed 001 §3.1, seed 003 §3): bit flips and synonym substitution.
+
+Both perturbations are **nested**: one seeded random order of the candidate positions is drawn per
+(text, seed), and level k changes the first m(k) positions of that order, so the perturbation at level k+1
+contains the one at level k and the input drifts monotonically away from the original as k grows. Level 0
+is always the unperturbed text.
+
+Bit flip (:func:`bit_flip`), intensity defined on UTF-8 **bytes**:
+
+    N    = number of bytes of the UTF-8 encoding of the text
+    m(k) = round(k · rate · N)                  unit = "byte"  (default; rate 0.01 → k % of the bytes)
+    m(k) = round(k · rate · 8N)                 unit = "bit"   (k % of the bits, as the paper's text says)
+    m(k) = max(1, m(k)) for k ≥ 1 when min_one  (so level 1 changes something even in short texts)
+
+m(k) distinct bytes are chosen; in each, exactly one bit is flipped. With ``ascii_safe`` (default) only
+printable-ASCII bytes (0x20–0x7E) are candidates and the flipped bit is drawn among bits 0–6 whose flip
+keeps the byte printable ('e' → 'a', 'g', 'm', 'u', 'E', '%'…), so the result is valid text without
+control characters; m(k) is capped at the number of candidate bytes. Without ``ascii_safe`` any bit of any
+byte may flip and invalid UTF-8 decodes to U+FFFD. (The authors' first code flipped each bit of the token ids
+with probability k/1000 and resampled invalid ids; that depends on one tokenizer, so we perturb the text,
+which any black-box model accepts.)
+
+Synonym substitution (:func:`synonym_substitute`): candidate words are maximal runs of ASCII letters of at
+least ``min_word_len`` characters that have at least one WordNet synonym (:mod:`.wordnet`). Level k
+replaces ``m(k) = k · words_per_level`` of them (capped at the number of candidates) with a synonym drawn
+uniformly from the word's sorted synonym list, keeping the word's capitalisation (UPPER, Title, lower).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from memlab.errors import ConfigError, MemlabError
+
+KINDS = ("bitflip", "synonym")
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def derive_seed(*parts: object) -> int:
+    """A 63-bit seed that is a pure function of ``parts`` (stable across processes, unlike ``hash``)."""
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).digest()
+    return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
+
+
+@dataclass(frozen=True)
+class PerturbationConfig:
+    """How σ(k) perturbs an input. ``levels`` must be distinct non-negative ints starting at 0."""
+
+    kind: str = "bitflip"
+    levels: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    # bit flip
+    unit: str = "byte"
+    rate: float = 0.01
+    min_one: bool = True
+    ascii_safe: bool = True
+    # synonym substitution
+    words_per_level: int = 1
+    min_word_len: int = 3
+    nltk_data: str = ".cache/nltk_data"
+    wordnet_source: str = "/usr/share/wordnet"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "levels", tuple(int(k) for k in self.levels))
+        if self.kind not in KINDS:
+            raise ConfigError(f"perturbation.kind must be one of {KINDS}, got {self.kind!r}")
+        lv = self.levels
+        if len(lv) < 2 or lv[0] != 0 or any(b <= a for a, b in zip(lv, lv[1:])) or lv[0] < 0:
+            raise ConfigError(f"perturbation.levels must be increasing ints starting at 0 with at least two "
+                              f"levels, got {list(lv)}")
+        if self.unit not in ("byte", "bit"):
+            raise ConfigError(f"perturbation.unit must be 'byte' or 'bit', got {self.unit!r}")
+        if not (0 < self.rate <= 1) or max(lv) * self.rate > 1:
+            raise ConfigError(f"perturbation.rate must be in (0, 1] with max(levels)·rate ≤ 1, got {self.rate}")
+        if self.words_per_level < 1:
+            raise ConfigError(f"perturbation.words_per_level must be ≥ 1, got {self.words_per_level}")
+
+    def check_level(self, k: int) -> None:
+        if k not in self.levels:
+            raise MemlabError(f"perturbation level k={k} is not one of the configured levels {list(self.levels)}; "
+                              "use one of them or extend perturbation.levels")
+
+
+@dataclass(frozen=True)
+class Perturbed:
+    """One perturbed input: ``n_changed`` units (bytes or words) differ from the original."""
+
+    text: str
+    level: int
+    n_changed: int
+    kind: str
+
+
+class _Synonyms(Protocol):
+    def synonyms(self, word: str) -> Sequence[str]: ...
+
+
+def _printable(b: int) -> bool:
+    return 0x20 <= b <= 0x7E
+
+
+def n_flips(n_bytes: int, k: int, cfg: PerturbationConfig) -> int:
+    """m(k): how many bytes level k flips (before capping at the number of candidate bytes)."""
+    if k == 0:
+        return 0
+    units = n_bytes * (8 if cfg.unit == "bit" else 1)
+    m = int(round(k * cfg.rate * units))
+    return max(1, m) if cfg.min_one else m
+
+
+def _check_text(text: str) -> None:
+    if not isinstance(text, str) or not text.strip():
+        raise MemlabError("PEARL got an empty input text; drop empty documents before perturbing")
+
+
+def bit_flip_all(text: str, cfg: PerturbationConfig, seed: int) -> list[Perturbed]:
+    """Every level of the (nested) bit-flip perturbation of ``text``; see the module docstring."""
+    _check_text(text)
+    data = bytearray(text.encode("utf-8"))
+    rng = np.random.default_rng(seed)
+    if cfg.ascii_safe:
+        cand = np.array([i for i, b in enumerate(data) if _printable(b)], dtype=np.int64)
+    else:
+        cand = np.arange(len(data), dtype=np.int64)
+    order = cand[rng.permutation(len(cand))]
+    u = rng.random(len(order))  # which bit, per position in the order (drawn once: keeps levels nested)
+    flips: list[tuple[int, int]] = []
+    for pos, r in zip(order, u):
+        b = data[pos]
+        if cfg.ascii_safe:
+            bits = [j for j in range(7) if _printable(b ^ (1 << j))]
+        else:
+            bits = list(range(8))
+        flips.append((int(pos), bits[int(r * len(bits))]))
+    out = []
+    for k in cfg.levels:
+        m = min(n_flips(len(data), k, cfg), len(flips))
+        buf = bytearray(data)
+        for pos, bit in flips[:m]:
+            buf[pos] ^= 1 << bit
+        out.append(Perturbed(buf.decode("utf-8", errors="replace"), k, m, "bitflip"))
+    return out
+
+
+def synonym_substitute_all(text: str, cfg: PerturbationConfig, seed: int, synonyms: _Synonyms) -> list[Perturbed]:
+    """Every level of the (nested) synonym substitution of ``text``; see the module docstring."""
+    _check_text(text)
+    rng = np.random.default_rng(seed)
+    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(text) if len(m.group()) >= cfg.min_word_len]
+    cands = [(s, e, w, syn) for s, e, w in words if (syn := synonyms.synonyms(w))]
+    order = rng.permutation(len(cands))
+    u = rng.random(len(cands))
+    choice = []
+    for idx, r in zip(order, u):
+        s, e, w, syn = cands[idx]
+        new = syn[int(r * len(syn))]
+        if w.isupper() and len(w) > 1:
+            new = new.upper()
+        elif w[0].isupper():
+            new = new[:1].upper() + new[1:]
+        choice.append((s, e, new))
+    out = []
+    for k in cfg.levels:
+        m = min(k * cfg.words_per_level, len(choice))
+        pieces, last = [], 0
+        for s, e, new in sorted(choice[:m]):
+            pieces += [text[last:s], new]
+            last = e
+        pieces.append(text[last:])
+        out.append(Perturbed("".join(pieces), k, m, "synonym"))
+    return out
+
+
+class Perturber:
+    """σ(k) for one :class:`PerturbationConfig`; loads WordNet lazily for synonym substitution."""
+
+    def __init__(self, cfg: PerturbationConfig, synonyms: _Synonyms | None = None):
+        self.cfg = cfg
+        self._synonyms = synonyms
+
+    @property
+    def synonyms(self) -> _Synonyms:
+        if self._synonyms is None:
+            from memlab.methods.pearl.wordnet import load_synonyms
+
+            self._synonyms = load_synonyms(self.cfg.nltk_data, self.cfg.wordnet_source)
+        return self._synonyms
+
+    def all_levels(self, text: str, seed: int) -> list[Perturbed]:
+        if self.cfg.kind == "bitflip":
+            return bit_flip_all(text, self.cfg, seed)
+        return synonym_substitute_all(text, self.cfg, seed, self.synonyms)
+
+    def __call__(self, text: str, k: int, seed: int) -> Perturbed:
+        """σ(k)(text) with the given seed."""
+        self.cfg.check_level(k)
+        return self.all_levels(text, seed)[self.cfg.levels.index(k)]

@@ -1,0 +1,171 @@
+"""The notebook side of a run: what a thin report notebook calls.
+
+Cell 1 of every notebook (tagged ``parameters``) holds ``cfg = {}``; the runner injects the resolved config.
+Cell 2: ``rep = Report(cfg, experiment="<name>")``. Opened by hand in JupyterLab (``cfg`` empty), the
+report composes the experiment's default config itself and writes to ``results/<name>/interactive/``.
+
+Everything a notebook writes goes through here, so paths come from config and every output lands in the run
+folder: ``tables/<name>.csv``, ``figures/<name>.png``, ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from memlab.config import compose
+from memlab.errors import ConfigError
+
+
+class Report:
+    def __init__(self, cfg: Mapping | DictConfig | None, experiment: str):
+        if not cfg:
+            composed = compose(experiment)
+            cfg = OmegaConf.to_container(composed, resolve=True)
+            cfg["run"] = {"key": "interactive",
+                          "out_dir": str(Path(cfg["paths"]["results"]) / experiment / "interactive")}
+        self.cfg: DictConfig = OmegaConf.create(dict(cfg)) if not isinstance(cfg, DictConfig) else cfg
+        if self.cfg.get("experiment_name") != experiment:
+            raise ConfigError(f"notebook is for experiment '{experiment}' but the config is for "
+                              f"'{self.cfg.get('experiment_name')}'")
+        self.experiment = experiment
+        self.out_dir = Path(self.cfg.run.out_dir)
+        (self.out_dir / "tables").mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "figures").mkdir(parents=True, exist_ok=True)
+        self._metrics_path = self.out_dir / "metrics.json"
+        self._metrics: dict[str, Any] = {}
+        self._backends: list = []
+        self._seed_everything()
+
+    # -- config -------------------------------------------------------------------------------------------
+    @property
+    def params(self) -> DictConfig:
+        return self.cfg.params
+
+    @property
+    def seed(self) -> int:
+        return int(self.cfg.seed)
+
+    @property
+    def paths(self) -> DictConfig:
+        return self.cfg.paths
+
+    def _seed_everything(self) -> None:
+        import numpy as np
+
+        random.seed(self.seed)
+        np.random.seed(self.seed)
+        try:
+            import torch
+
+            torch.manual_seed(self.seed)
+            threads = int(self.cfg.get("model", {}).get("threads", 1) or 1)
+            torch.set_num_threads(threads)
+        except ImportError:  # torch is a dependency, but a metrics-only report needn't fail without it
+            pass
+
+    # -- models -------------------------------------------------------------------------------------------
+    def backend(self, model_cfg: Mapping | DictConfig | None = None):
+        """A backend for ``cfg.model`` (or another model node), wrapped in the response cache unless
+        ``cache=null``. Token usage and cost of every backend built here are summed into metrics.json."""
+        from memlab.backends.factory import build_backend
+
+        b = build_backend(model_cfg if model_cfg is not None else self.cfg.model, self.cfg.get("cache"))
+        self._backends.append(b)
+        return b
+
+    def model_cfg(self, name: str) -> DictConfig:
+        """The config node of ``conf/model/<name>.yaml``, resolved against this run's paths."""
+        path = Path(self.cfg.paths.root) / "conf" / "model" / f"{name}.yaml"
+        if not path.exists():
+            known = sorted(p.stem for p in path.parent.glob("*.yaml"))
+            raise ConfigError(f"unknown model '{name}'; known: {', '.join(known)}")
+        node = OmegaConf.merge(OmegaConf.create({"paths": self.cfg.paths}), {"model": OmegaConf.load(path)})
+        return OmegaConf.create(OmegaConf.to_container(node, resolve=True)["model"])
+
+    def usage(self) -> dict:
+        total = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+        for b in self._backends:
+            u = b.usage
+            total["requests"] += u.requests
+            total["prompt_tokens"] += u.prompt_tokens
+            total["completion_tokens"] += u.completion_tokens
+            total["cost_usd"] += u.cost_usd
+        return total
+
+    # -- outputs ------------------------------------------------------------------------------------------
+    def table(self, name: str, df, *, show: bool = True):
+        """Write ``tables/<name>.csv`` (no index) and show it."""
+        path = self.out_dir / "tables" / f"{_safe(name)}.csv"
+        df.to_csv(path, index=False)
+        if show:
+            _display(df)
+        return path
+
+    def figure(self, name: str, fig, *, show: bool = True):
+        """Write ``figures/<name>.png`` (deterministic metadata) and show it once."""
+        import matplotlib.pyplot as plt
+
+        path = self.out_dir / "figures" / f"{_safe(name)}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
+        if show:
+            _display(fig)
+        plt.close(fig)
+        return path
+
+    def metrics(self, **numbers: Any) -> dict:
+        """Merge numbers into ``metrics.json`` (written at once, keys sorted)."""
+        for k, v in numbers.items():
+            self._metrics[k] = _jsonable(v)
+        tmp = self._metrics_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._metrics, indent=2, sort_keys=True) + "\n")
+        tmp.replace(self._metrics_path)
+        return dict(self._metrics)
+
+    def redact(self, text: str, *, category: str | None = None) -> str:
+        """Text safe to write: unchanged unless redaction applies (params.redact, or the category is in
+        params.redact_categories); then only a length and a SHA-256 prefix."""
+        params = self.cfg.get("params", {}) or {}
+        on = bool(params.get("redact", False)) or (category is not None and category in
+                                                     list(params.get("redact_categories", []) or []))
+        if not on:
+            return text
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return f"[redacted: {len(text)} chars, sha256 {digest}]"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _jsonable(v: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            return v.item()
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+    except ImportError:
+        pass
+    if isinstance(v, float) and v != v:  # NaN is not JSON; keep it explicit
+        return None
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _display(obj) -> None:
+    try:
+        from IPython.display import display
+
+        display(obj)
+    except ImportError:
+        print(obj)

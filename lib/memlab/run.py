@@ -1,0 +1,170 @@
+"""The runner: compose conf/ → execute the experiment's notebook with papermill → results/ → W&B.
+
+    python -m memlab.run experiment=<name> [overrides]        # one run
+    python -m memlab.run -m experiment=<name> a=1,2 b=x,y     # a sweep (Hydra multirun, any launcher)
+
+Each run writes ``results/<experiment>/<run-key>/``: the executed ``<name>.ipynb``, ``<name>.html``, the
+resolved ``config.yaml``, ``metrics.json``, ``tables/*.csv``, ``figures/*.png``. The run key is built from
+every command-line override except experiment/logger/cache (``default`` when there are none), so the runs of
+a sweep never overwrite each other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from memlab.config import CONF_DIR, check_experiment
+from memlab.errors import ConfigError, MemlabError
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "WANDB_MODE": "offline", "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def run_key(override_dirname: str) -> str:
+    """A filesystem-safe folder name from Hydra's override string ('' → 'default')."""
+    if not override_dirname:
+        return "default"
+    key = re.sub(r"[^A-Za-z0-9=,._+-]", "_", override_dirname)
+    return key[:200]
+
+
+def execute(cfg: DictConfig, key: str) -> Path:
+    """Run one experiment for an already composed config; returns the run folder."""
+    check_experiment(cfg.get("experiment_name"))
+    for k, v in OFFLINE_ENV.items():
+        os.environ.setdefault(k, v)
+    resolved = _resolve(cfg)
+    name = resolved["experiment_name"]
+    out_dir = Path(resolved["paths"]["results"]) / name / key
+    resolved["run"] = {"key": key, "out_dir": str(out_dir)}
+    nb_in = Path(resolved["paths"]["notebooks"]) / resolved["notebook"]
+    if not nb_in.exists():
+        raise ConfigError(f"experiment '{name}' names notebook {nb_in} which does not exist")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("metrics.json",):  # a rerun must not show numbers from an older run
+        (out_dir / stale).unlink(missing_ok=True)
+    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+
+    nb_out = out_dir / nb_in.name
+    t0 = time.time()
+    print(f"memlab: running {name} [{key}] → {out_dir}", file=sys.stderr)
+    _papermill(nb_in, nb_out, resolved)
+    _html(nb_out)
+    metrics = json.loads((out_dir / "metrics.json").read_text()) if (out_dir / "metrics.json").exists() else {}
+    if resolved.get("logger"):
+        _log_wandb(resolved, out_dir, metrics)
+    print(f"memlab: {name} [{key}] done in {time.time() - t0:.0f}s; {len(metrics)} metrics in "
+          f"{out_dir / 'metrics.json'}", file=sys.stderr)
+    return out_dir
+
+
+def _resolve(cfg: DictConfig) -> dict:
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config does not resolve: {str(err).splitlines()[0]}") from None
+    data.pop("hydra", None)
+    return data
+
+
+def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    try:
+        pm.execute_notebook(str(nb_in), str(nb_out), parameters={"cfg": resolved}, kernel_name="python3",
+                            cwd=resolved["paths"]["root"], progress_bar=sys.stderr.isatty(),
+                            log_output=False)
+    except PapermillExecutionError as err:
+        _html(nb_out)
+        raise MemlabError(f"notebook {nb_in.name} failed in cell {err.exec_count}: {err.ename}: "
+                          f"{str(err.evalue).splitlines()[0] if err.evalue else ''} (executed notebook: {nb_out})"
+                          ) from None
+
+
+def _html(nb_path: Path) -> None:
+    if not nb_path.exists():
+        return
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(nb_path), as_version=4))
+    nb_path.with_suffix(".html").write_text(body, encoding="utf-8")
+
+
+def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
+    """Log config, metrics, tables and figures to W&B (offline unless logger.mode says otherwise)."""
+    import pandas as pd
+    import wandb
+
+    lg = resolved["logger"]
+    os.environ.setdefault("WANDB_SILENT", "true")
+    run = wandb.init(project=lg.get("project", "memlab"), entity=lg.get("entity"), mode=lg.get("mode", "offline"),
+                     dir=lg.get("dir"), name=f"{resolved['experiment_name']}/{resolved['run']['key']}",
+                     group=resolved["experiment_name"], config=_strip_run(resolved), reinit="finish_previous")
+    try:
+        flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        run.summary.update(flat)
+        for csv in sorted((out_dir / "tables").glob("*.csv")):
+            df = pd.read_csv(csv)
+            run.log({f"table/{csv.stem}": wandb.Table(dataframe=df)})
+        for png in sorted((out_dir / "figures").glob("*.png")):
+            run.log({f"figure/{png.stem}": wandb.Image(str(png))})
+    finally:
+        run.finish()
+
+
+def _strip_run(resolved: dict) -> dict:
+    return {k: v for k, v in resolved.items() if k not in ("run",)}
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def _main(cfg: DictConfig) -> None:
+    try:
+        key = run_key(HydraConfig.get().job.override_dirname)
+        execute(cfg, key)
+    except MemlabError as err:
+        print(f"memlab: error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _precheck(sys.argv[1:])
+    _main()
+
+
+def _precheck(argv: list[str]) -> None:
+    """Catch the common mistakes before Hydra prints a long error: unknown experiment/model names."""
+    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+    for arg in argv:
+        if "=" not in arg or arg.startswith(("-", "hydra.", "+", "~")):
+            continue
+        key, value = arg.split("=", 1)
+        if key in groups and key not in ("hydra",):
+            options = sorted(p.stem for p in (CONF_DIR / key).glob("*.yaml"))
+            for v in value.split(","):
+                if v and v != "null" and v not in options:
+                    print(f"memlab: error: unknown {key} '{v}'; known: {', '.join(options)}", file=sys.stderr)
+                    sys.exit(2)
+    if not any(a.split("=", 1)[0] == "experiment" for a in argv) and "--help" not in argv and "-h" not in argv \
+            and "--cfg" not in " ".join(argv):
+        from memlab.config import experiment_names
+
+        print("memlab: error: no experiment given: pass experiment=<name>; known: " + ", ".join(experiment_names()),
+              file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
