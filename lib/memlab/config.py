@@ -48,7 +48,7 @@ def compose(experiment: str | None = None, overrides: Sequence[str] = ()) -> Dic
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    ov = list(overrides)
+    ov = normalize_overrides(overrides)
     if experiment is not None:
         check_experiment(experiment)
         ov = [f"experiment={experiment}", *ov]
@@ -58,6 +58,23 @@ def compose(experiment: str | None = None, overrides: Sequence[str] = ()) -> Dic
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_first_line(err)) from None
     return cfg
+
+
+def config_groups() -> set[str]:
+    return {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
+
+
+def normalize_overrides(overrides: Sequence[str]) -> list[str]:
+    """``group=null`` (e.g. ``logger=null``, ``cache=null``) → Hydra's ``~group`` (drop that default)."""
+    groups = config_groups()
+    out = []
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if sep and key in groups and value in ("null", "none", "None"):
+            out.append(f"~{key}")
+        else:
+            out.append(o)
+    return out
 
 
 def _first_line(err: BaseException) -> str:

@@ -89,7 +89,7 @@ def stages() -> dict:
     st["data"] = {
         "cmd": f"{PY} -m memlab.data.prepare --out data/corpora",
         "deps": ["lib/memlab/data", "lib/memlab/errors.py"] + sorted(
-            _rel(p) for p in (CONF_DIR / "data").glob("*.yaml")),
+            _rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml")),
         "outs": ["data/corpora"],
     }
     for name in CONVERTED_MODELS:

@@ -11,6 +11,7 @@ a sweep never overwrite each other.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -29,12 +30,27 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
                "WANDB_MODE": "offline", "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def run_key(override_dirname: str) -> str:
-    """A filesystem-safe folder name from Hydra's override string ('' → 'default')."""
-    if not override_dirname:
+# overrides that don't change results (where things go, how they're logged/cached) stay out of the run key
+NON_RESULT_KEYS = ("experiment", "logger", "cache", "paths", "hydra")
+
+
+def run_key(overrides: list[str] | str) -> str:
+    """A filesystem-safe folder name from the command-line overrides ('default' when none).
+
+    Every override that can change a result is in it (sorted), so the runs of a sweep never collide;
+    ``params.`` is dropped from keys; a key longer than 160 characters is shortened to a prefix plus a hash of the whole key.
+    """
+    if isinstance(overrides, str):
+        overrides = [o for o in overrides.split(",") if o]
+    kept = sorted(o for o in overrides
+                  if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] not in NON_RESULT_KEYS)
+    if not kept:
         return "default"
-    key = re.sub(r"[^A-Za-z0-9=,._+-]", "_", override_dirname)
-    return key[:200]
+    key = ",".join(o.removeprefix("params.") for o in kept)  # params.* is most of a sweep: keep keys short
+    key = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", key)
+    if len(key) > 160:
+        key = f"{key[:140]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return key
 
 
 def execute(cfg: DictConfig, key: str) -> Path:
@@ -132,7 +148,7 @@ def _strip_run(resolved: dict) -> dict:
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     try:
-        key = run_key(HydraConfig.get().job.override_dirname)
+        key = run_key(list(HydraConfig.get().overrides.task))
         execute(cfg, key)
     except MemlabError as err:
         print(f"memlab: error: {err}", file=sys.stderr)
@@ -140,7 +156,12 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    from memlab.config import normalize_overrides
+
     _precheck(sys.argv[1:])
+    flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]  # Hydra wants flags before overrides
+    rest = [a for a in sys.argv[1:] if a not in flags]
+    sys.argv = [sys.argv[0], *flags, *normalize_overrides(rest)]
     _main()
 
 

@@ -8,6 +8,7 @@ is a pure function of (model, request, seed, i) whatever else is computed alongs
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
@@ -53,6 +54,19 @@ def api_seed(seed: int, index: int) -> int:
     return sample_seed(seed, index) & 0x7FFF_FFFF
 
 
+def normalized(request: GenerationRequest) -> GenerationRequest:
+    """The same request with list-valued fields as tuples (requests rebuilt from JSON carry lists, which
+    can't be hashed or used as dict keys)."""
+    changes: dict = {}
+    if not isinstance(request.stop, tuple):
+        changes["stop"] = tuple(request.stop)
+    if request.prompt_token_ids is not None and not isinstance(request.prompt_token_ids, tuple):
+        changes["prompt_token_ids"] = tuple(request.prompt_token_ids)
+    if request.messages is not None and not isinstance(request.messages, tuple):
+        changes["messages"] = tuple(request.messages)
+    return dataclasses.replace(request, **changes) if changes else request
+
+
 def effective_index(request: GenerationRequest, index: int) -> int:
     """Greedy samples are all sample 0."""
     return 0 if request.temperature == 0 else index
@@ -62,7 +76,7 @@ def expand(requests: Sequence[GenerationRequest]) -> list[SampleJob]:
     """The distinct jobs needed for ``requests`` (greedy requests need only sample 0)."""
     seen: set[SampleJob] = set()
     jobs: list[SampleJob] = []
-    for r in requests:
+    for r in map(normalized, requests):
         for i in range(r.n):
             job = SampleJob(r, effective_index(r, i))
             if job not in seen:
@@ -75,7 +89,7 @@ def assemble(requests: Sequence[GenerationRequest], results: dict[SampleJob, Sam
              cached: dict[SampleJob, bool] | None = None) -> list[Generation]:
     """Build one :class:`Generation` per request from per-job results."""
     out: list[Generation] = []
-    for r in requests:
+    for r in map(normalized, requests):
         samples, prompt_tokens, completion_tokens, hits = [], 0, 0, []
         for i in range(r.n):
             job = SampleJob(r, effective_index(r, i))

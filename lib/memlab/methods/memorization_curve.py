@@ -83,3 +83,34 @@ def curve_rows(checkpoints: Mapping[tuple[str, int], object], probes_by_split: M
         finally:
             backend.close()
     return rows
+
+
+def family_curve(family, *, model_cfg: Mapping, cache_cfg: Mapping | None, n_probes: int, prefix_len: int,
+                 cont_len: int, seed: int, sizes: Sequence[str] | None = None,
+                 epochs: Sequence[int] | None = None, progress: bool = True):
+    """The whole curve for a zoo family (``memlab.models.zoo.Family``) as a DataFrame.
+
+    Probes are drawn once (same windows for every size and epoch) from the family's members and
+    non-members with its tokenizer; each checkpoint is loaded through ``build_backend`` with ``model_cfg``
+    (device, dtype, threads, batch size) pointed at the checkpoint folder.
+    """
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    from memlab.backends.factory import build_backend
+
+    sizes = list(sizes) if sizes else family.sizes
+    epochs = list(epochs) if epochs else list(range(1, family.epochs + 1))
+    tok = AutoTokenizer.from_pretrained(str(family.tokenizer_dir))
+    encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    probes = {"member": sample_probes(family.members, encode, n_probes, prefix_len, cont_len, seed),
+              "nonmember": sample_probes(family.nonmembers, encode, n_probes, prefix_len, cont_len, seed)}
+    ckpts = {(s, e): family.checkpoint(s, e) for s in sizes for e in epochs}
+    base = dict(model_cfg)
+
+    def backend_for(path):
+        return build_backend({**base, "name": f"tiny-neox-{family.name}-{path.parent.name}-{path.name}",
+                              "path": str(path)}, cache_cfg)
+
+    rows = curve_rows(ckpts, probes, backend_for, progress=progress)
+    return pd.DataFrame(rows)

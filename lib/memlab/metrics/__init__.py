@@ -1,1 +1,14 @@
+"""Every measurement memlab reports, defined once, named exactly, cross-checked (issue 3).
 
+* :mod:`~memlab.metrics.rouge`     ROUGE-L P/R/F1 (rouge-score-exact word tokens, or token ids); book ROUGE-L
+                                   (seed 000 eq. 2)
+* :mod:`~memlab.metrics.ncd`       NCD (zlib/lzma) and PEARL's completion score 1 − NCD
+* :mod:`~memlab.metrics.passages`  RECAP 40-token passage matching with a mismatch budget (seed 000 §4.1, App. T)
+* :mod:`~memlab.metrics.bootstrap` book-level bootstrap (seeded, vectorized) and its paired variant
+* :mod:`~memlab.metrics.embedding` cosine of all-MiniLM-L6-v2 embeddings (seed 000 App. H)
+* :mod:`~memlab.metrics.detection` ROC/AUC (+ CI), TPR@FPR, threshold at a target FPR, Youden J
+* :mod:`~memlab.metrics.mia`       loss, perplexity, zlib ratio, Min-K%, Min-K%++ from TokenScores
+
+Submodules are imported explicitly (``from memlab.metrics.rouge import rouge_l``) so that importing one
+metric never loads torch or sentence-transformers.
+"""

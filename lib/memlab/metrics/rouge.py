@@ -157,13 +157,16 @@ def rouge_l_tokens(reference: Sequence[Hashable], candidate: Sequence[Hashable])
     return _from_lcs(lcs_length(reference, candidate), len(reference), len(candidate))
 
 
-def rouge_l(reference: str, candidate: str, *, stem: bool = False) -> RougeL:
+def rouge_l(reference: str, candidate: str, *, stem: bool = False, tokens: str = "words") -> RougeL:
     """ROUGE-L of ``candidate`` against ``reference`` on rouge-score word tokens.
 
     Equals ``rouge_scorer.RougeScorer(["rougeL"], use_stemmer=stem).score(reference, candidate)["rougeL"]``
     (precision, recall, fmeasure) exactly. Texts with no word tokens (e.g. "" or "!!!") score (0, 0, 0).
-    Raises TypeError if either argument is not a str.
+    Raises TypeError if either argument is not a str. ``tokens`` is "words" (the only text tokenization);
+    for model token ids call :func:`rouge_l_ids`.
     """
+    if tokens != "words":
+        raise ValueError(f"rouge_l tokens must be 'words', got {tokens!r}; for token ids use rouge_l_ids")
     _check_text("reference", reference)
     _check_text("candidate", candidate)
     return rouge_l_tokens(word_tokens(reference, stem=stem), word_tokens(candidate, stem=stem))

@@ -8,8 +8,8 @@ is always the unperturbed text.
 Bit flip (:func:`bit_flip`), intensity defined on UTF-8 **bytes**:
 
     N    = number of bytes of the UTF-8 encoding of the text
-    m(k) = round(k · rate · N)                  unit = "byte"  (default; rate 0.01 → k % of the bytes)
-    m(k) = round(k · rate · 8N)                 unit = "bit"   (k % of the bits, as the paper's text says)
+    m(k) = ⌊k · rate · N + ½⌋                  unit = "byte"  (default; rate 0.01 → k % of the bytes)
+    m(k) = ⌊k · rate · 8N + ½⌋                 unit = "bit"   (k % of the bits, as the paper's text says)
     m(k) = max(1, m(k)) for k ≥ 1 when min_one  (so level 1 changes something even in short texts)
 
 m(k) distinct bytes are chosen; in each, exactly one bit is flipped. With ``ascii_safe`` (default) only
@@ -109,7 +109,7 @@ def n_flips(n_bytes: int, k: int, cfg: PerturbationConfig) -> int:
     if k == 0:
         return 0
     units = n_bytes * (8 if cfg.unit == "bit" else 1)
-    m = int(round(k * cfg.rate * units))
+    m = int(k * cfg.rate * units + 0.5)  # round half up (Python's round() is half-to-even)
     return max(1, m) if cfg.min_one else m
 
 

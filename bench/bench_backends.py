@@ -1,0 +1,94 @@
+"""Benchmark of the HF backend (issue 2): batched vs one-at-a-time greedy generation.
+
+``run(quick=False) -> dict``: the same prompts generated (a) one request per ``generate`` call and (b) all in
+one call (batches of ``len(prompts)``, left padding). Reports completion tokens/s for each, the ratio
+batched/single, and whether the greedy outputs (token ids) are identical. Model: SmolLM2-135M-Instruct from
+``models/smollm2-135m-instruct/`` (built by the zoo stage); if absent, the first tiny GPT-NeoX found under
+``models/tiny-neox/`` or the test micro model under ``.cache/test-models/`` — ``model`` in the result says
+which. One torch thread (what the machine has to spare).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Our own short prompts of different lengths (so batching needs padding).
+PROMPTS = [
+    "The printing press changed how ideas travelled because",
+    "Write one sentence about rivers.",
+    "A good scientific experiment needs",
+    "In the small harbour town, every morning the fishermen would gather near the old lighthouse and",
+    "Three facts about the moon:",
+    "The recipe for bread begins with flour, water, salt and",
+    "Once upon a time",
+    "Explain in simple words why the sky looks blue during the day and red at sunset:",
+]
+
+
+def _pick_model() -> tuple[str, dict]:
+    smol = REPO / "models" / "smollm2-135m-instruct"
+    if (smol / "config.json").exists():
+        return "smollm2-135m-instruct", {"path": str(smol)}
+    tiny = sorted(p.parent for p in (REPO / "models" / "tiny-neox").glob("*/*/final/config.json"))
+    if tiny:
+        return f"tiny-neox/{tiny[0].parent.name}/{tiny[0].name}", {"path": str(tiny[0] / "final")}
+    micro = sorted((REPO / ".cache" / "test-models").glob("*/final/config.json"))
+    if micro:
+        return f"micro-neox (test model {micro[0].parent.parent.name})", {"path": str(micro[0].parent)}
+    raise FileNotFoundError("no model for the backend benchmark: run `make models` (or `make test` once)")
+
+
+def run(quick: bool = False) -> dict:
+    import torch
+
+    from memlab.backends.base import GenerationRequest
+    from memlab.backends.factory import build_backend
+
+    torch.set_num_threads(1)
+    name, where = _pick_model()
+    prompts = PROMPTS[:4] if quick else PROMPTS
+    max_new = 16 if quick else 32
+    cfg = {"name": name, "backend": "hf", "revision": "auto", "device": "cpu", "dtype": "float32",
+           "threads": 1, "batch_size": len(prompts), "chat_template": "auto", **where}
+    t0 = time.perf_counter()
+    backend = build_backend(cfg)
+    load_s = time.perf_counter() - t0
+    reqs = [GenerationRequest(prompt=p, max_new_tokens=max_new) for p in prompts]
+    backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up (lazy init)
+
+    t0 = time.perf_counter()
+    single = [backend.generate([r])[0] for r in reqs]
+    single_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    batched = backend.generate(reqs)
+    batched_s = time.perf_counter() - t0
+
+    single_tok = sum(g.completion_tokens for g in single)
+    batched_tok = sum(g.completion_tokens for g in batched)
+    same = [a.samples[0].token_ids == b.samples[0].token_ids for a, b in zip(single, batched)]
+    return {
+        "model": name,
+        "n_prompts": len(prompts),
+        "max_new_tokens": max_new,
+        "threads": 1,
+        "load_s": round(load_s, 2),
+        "single_s": round(single_s, 3),
+        "batched_s": round(batched_s, 3),
+        "single_tokens": single_tok,
+        "batched_tokens": batched_tok,
+        "single_tok_per_s": round(single_tok / single_s, 2),
+        "batched_tok_per_s": round(batched_tok / batched_s, 2),
+        "batched_over_single_throughput": round((batched_tok / batched_s) / (single_tok / single_s), 2),
+        "greedy_outputs_identical": all(same),
+        "greedy_outputs_identical_count": sum(same),
+    }
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))

@@ -1,0 +1,90 @@
+"""Benchmark: one PEARL run batched vs one prompt at a time, on the same inputs (issue 5, item 6).
+
+Model: the final checkpoint of the tiny GPT-NeoX zoo family ``pearl`` (size m) when it is built, else the
+test suite's micro model (trained in seconds, cached). The same documents and PEARL config are run twice
+through an uncached HF backend: ``batch_size`` = 32 (batched) and 1 (one prompt at a time). Reported: wall
+times, the speed-up ratio, generated samples per second, and the share of outputs that are identical —
+greedy decoding (temperature 0) must give identical outputs; sampled decoding should too, since sample j is a
+pure function of (model, request, seed, j), up to float rounding of padded attention.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _model_and_docs(n_docs: int):
+    from memlab.models.zoo import load_family
+    from memlab.methods.pearl.studies import sample_docs
+
+    try:
+        fam = load_family("pearl", REPO / "conf" / "zoo", REPO / "models")
+        if fam.is_built("m"):
+            docs = sample_docs(fam.members, n_docs // 2, 0) + sample_docs(fam.nonmembers, n_docs - n_docs // 2, 0)
+            return fam.model_cfg("m"), docs, "tiny-neox/pearl/m"
+    except Exception:  # noqa: BLE001 - fall back to the micro model below
+        pass
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import build_micro_family  # the shared test fixture's builder, usable outside pytest
+
+    mf = build_micro_family()
+    docs = (mf.members + mf.nonmembers)[:n_docs]
+    return mf.model_cfg, docs, "micro (tests fixture)"
+
+
+def _run(model_cfg: dict, batch_size: int, docs, cfg):
+    from memlab.backends.factory import build_backend
+    from memlab.methods.pearl.engine import run_pearl
+
+    backend = build_backend({**model_cfg, "batch_size": batch_size, "threads": 1}, None)
+    t0 = time.perf_counter()
+    res = run_pearl(backend, docs, cfg, keep_outputs=True)
+    return time.perf_counter() - t0, res
+
+
+def _identical(a, b) -> float:
+    pairs = [(x, y) for ra, rb in zip(a, b) for la, lb in zip(ra.outputs, rb.outputs) for x, y in zip(la, lb)]
+    return sum(x == y for x, y in pairs) / len(pairs)
+
+
+def run(quick: bool = False) -> dict:
+    import torch
+
+    from memlab.methods.pearl.engine import PearlConfig
+
+    torch.set_num_threads(1)
+    n_docs = 4 if quick else 8
+    model_cfg, docs, model_name = _model_and_docs(n_docs)
+    base = {"task": {"max_input_words": 60, "max_new_tokens": 16, "prompts_dir": str(REPO / "prompts" / "pearl")}}
+    out: dict = {"model": model_name, "n_docs": len(docs), "levels": 6}
+    for mode, extra in (("greedy", {"samples": 1, "temperature": 0.0}),
+                        ("sampled", {"samples": 2 if quick else 4, "temperature": 0.7})):
+        cfg = PearlConfig.from_dict({**base, **extra})
+        t_batched, r_batched = _run(model_cfg, 32, docs, cfg)
+        t_single, r_single = _run(model_cfg, 1, docs, cfg)
+        n_samples = len(docs) * 6 * cfg.samples
+        out.update({
+            f"{mode}_samples": n_samples,
+            f"{mode}_batched_s": round(t_batched, 3),
+            f"{mode}_one_at_a_time_s": round(t_single, 3),
+            f"{mode}_speedup": round(t_single / t_batched, 3),
+            f"{mode}_batched_samples_per_s": round(n_samples / t_batched, 2),
+            f"{mode}_identical_outputs": _identical(r_batched, r_single),
+            f"{mode}_identical_sensitivity": all(abs(a.sensitivity - b.sensitivity) < 1e-12
+                                                 for a, b in zip(r_batched, r_single)),
+        })
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

@@ -1,0 +1,65 @@
+"""RECAP benchmark: pipeline throughput on the micro GPT-NeoX, and what the response cache saves on a rerun.
+
+``run(quick)`` returns flat numbers: events/s cold, events/s when every target call is a cache hit (a
+resumed or repeated run), their ratio, target requests per event, and the agents' own time share.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def run(quick: bool = False) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "tests"))
+    from conftest import build_micro_family  # the shared micro model (cached)
+
+    from memlab.backends.cache import CachedBackend
+    from memlab.backends.factory import build_backend
+    from memlab.data.echotrace import book_from_documents
+    from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, SectionSummaryAgent, VerbatimVerifier
+    from memlab.methods.recap.experiment import segment_books
+    from memlab.methods.recap.extraction import ExtractionAgent
+    from memlab.methods.recap.pipeline import Agents, RecapRunner, RecapSettings, ResultStore, Target, run_books
+
+    fam = build_micro_family()
+    docs = fam.members[:2] + fam.nonmembers[:2]
+    t0 = time.perf_counter()
+    books = [book_from_documents([d], book_id=d.id, title=d.meta.get("book", "KJV"), category="public_domain")
+             for d in docs]
+    segment_books(books, SectionSummaryAgent(target_words=60), 2 if quick else 6)
+    t_segment = time.perf_counter() - t0
+    n_events = sum(len(b.events) for b in books)
+    hf = build_backend(fam.model_cfg, None)
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cached = CachedBackend(hf, Path(tmp) / "c.sqlite")
+
+        def once(store_name: str) -> float:
+            ex = ExtractionAgent(cached, style="plain", max_new_tokens=32, max_context_tokens=96)
+            runner = RecapRunner(Target("micro", ex), Agents(VerbatimVerifier(), Jailbreaker(), FeedbackAgent()),
+                                 RecapSettings(max_rounds=2), ResultStore(Path(tmp) / store_name))
+            t = time.perf_counter()
+            run_books(runner, books, progress=False)
+            return time.perf_counter() - t
+
+        cold = once("a.jsonl")
+        requests = cached.misses
+        warm = once("b.jsonl")  # new result store, same cache: every target call is a hit
+        out.update(events=n_events, segment_s=t_segment, cold_s=cold, warm_s=warm,
+                   events_per_s_cold=n_events / cold, events_per_s_cached=n_events / warm,
+                   cache_speedup=cold / warm if warm else float("inf"),
+                   target_requests_per_event=requests / n_events, warm_cache_misses=cached.misses - requests)
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))

@@ -1,0 +1,191 @@
+"""Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
+
+Key = sha256 of the JSON of (model id, weights revision, method, every request field incl. ``seed``, sample
+index) — for ``score``: (model id, revision, "score", text). ``n`` is left out of the generation key on
+purpose: sample ``i`` does not depend on ``n`` (see base.py), so asking for 10 samples after 5 reuses the
+first 5. Greedy requests store only sample 0 (all greedy samples are equal).
+
+Every sample is written and committed the moment the wrapped backend reports it finished (an HF batch, one
+API call), so a run killed with SIGKILL and rerun recomputes only what had not finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores
+from memlab.backends.jobs import SampleJob, SampleResult, assemble, effective_index, expand
+
+_FALLBACK_CHUNK = 16  # requests per commit for wrapped backends that can't report samples one by one
+
+
+def _digest(payload: dict) -> str:
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class CachedBackend(Backend):
+    """Wraps any :class:`Backend`; same interface; ``Generation.cached`` is True when every sample of a
+    request came from the cache. ``hits`` / ``misses`` count samples and scored texts."""
+
+    def __init__(self, inner: Backend, path: str | Path):
+        super().__init__()
+        self.inner = inner
+        self.model_id, self.revision = inner.model_id, inner.revision
+        self.has_chat_template = inner.has_chat_template
+        self.usage = inner.usage  # real calls only: cache hits cost nothing
+        self.hits = self.misses = 0
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        # autocommit (isolation_level=None): each INSERT is its own committed transaction
+        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process
+        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, method TEXT NOT NULL, "
+                         "value TEXT NOT NULL)")
+
+    def __getattr__(self, name: str) -> Any:
+        # .tokenizer, .model, .score_token_ids, ... of the wrapped backend
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+    # ---- keys and storage ----------------------------------------------------------------------------------
+    def generation_key(self, request: GenerationRequest, index: int) -> str:
+        fields = request.to_key_dict()
+        fields.pop("n")
+        return _digest({"model": self.model_id, "revision": self.revision, "method": "generate",
+                        "request": fields, "sample": effective_index(request, index)})
+
+    def score_key(self, text: str) -> str:
+        return _digest({"model": self.model_id, "revision": self.revision, "method": "score", "text": text})
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        uniq = list(dict.fromkeys(keys))
+        with self._lock:
+            for start in range(0, len(uniq), 500):
+                part = uniq[start:start + 500]
+                rows = self._db.execute(f"SELECT key, value FROM responses WHERE key IN ({','.join('?' * len(part))})",
+                                        part).fetchall()
+                found.update(rows)
+        return found
+
+    def _put(self, key: str, method: str, value: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO responses (key, method, value) VALUES (?, ?, ?)",
+                             (key, method, value))
+
+    # ---- generation ----------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
+        jobs = expand(requests)
+        keys = [self.generation_key(j.request, j.index) for j in jobs]
+        found = self._get_many(keys)
+        results: dict[SampleJob, SampleResult] = {}
+        cached: dict[SampleJob, bool] = {}
+        missing: list[int] = []
+        for k, (job, key) in enumerate(zip(jobs, keys)):
+            if key in found:
+                results[job], cached[job] = _decode_sample(found[key]), True
+            else:
+                missing.append(k)
+        self.hits += len(jobs) - len(missing)
+        self.misses += len(missing)
+        if missing:
+            miss_jobs = [jobs[k] for k in missing]
+
+            def on_done(pos: int, res: SampleResult) -> None:
+                self._put(keys[missing[pos]], "generate", _encode_sample(res))
+
+            if _accepts_on_done(getattr(self.inner, "generate_samples", None)):
+                computed = self.inner.generate_samples(miss_jobs, progress=progress, on_done=on_done)
+                results.update(zip(miss_jobs, computed))
+            else:
+                results.update(self._generate_fallback(miss_jobs, progress))
+        return assemble(requests, results, cached)
+
+    def _generate_fallback(self, jobs: Sequence[SampleJob], progress: bool) -> dict[SampleJob, SampleResult]:
+        """For wrapped backends without ``generate_samples``: whole requests, committed per chunk."""
+        reqs = list(dict.fromkeys(j.request for j in jobs))
+        out: dict[SampleJob, SampleResult] = {}
+        for start in range(0, len(reqs), _FALLBACK_CHUNK):
+            chunk = reqs[start:start + _FALLBACK_CHUNK]
+            for rq, gen in zip(chunk, self.inner.generate(chunk, progress=progress)):
+                for i, sample in enumerate(gen.samples):
+                    res = SampleResult(sample, gen.prompt_tokens, gen.completion_tokens // max(1, len(gen.samples)))
+                    job = SampleJob(rq, effective_index(rq, i))
+                    out[job] = res
+                    self._put(self.generation_key(rq, i), "generate", _encode_sample(res))
+        return out
+
+    # ---- scoring -------------------------------------------------------------------------------------------
+    def score(self, texts: Sequence[str], *, progress: bool = False) -> list[TokenScores]:
+        keys = [self.score_key(t) for t in texts]
+        found = self._get_many(keys)
+        todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        self.hits += len(texts) - len(todo)
+        self.misses += len(todo)
+        scored: dict[str, TokenScores] = {}
+        if todo:
+            def on_done(pos: int, res: TokenScores) -> None:
+                self._put(self.score_key(todo[pos]), "score", _encode_scores(res))
+
+            if _accepts_on_done(getattr(self.inner, "score", None)):
+                scored.update(zip(todo, self.inner.score(todo, progress=progress, on_done=on_done)))
+            else:
+                for start in range(0, len(todo), _FALLBACK_CHUNK):
+                    chunk = todo[start:start + _FALLBACK_CHUNK]
+                    for text, res in zip(chunk, self.inner.score(chunk, progress=progress)):
+                        scored[text] = res
+                        self._put(self.score_key(text), "score", _encode_scores(res))
+        return [scored[t] if t in scored else _decode_scores(found[k]) for t, k in zip(texts, keys)]
+
+    def render_chat(self, messages: Sequence[Message]) -> str:
+        return self.inner.render_chat(messages)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        self.inner.close()
+
+
+def _accepts_on_done(fn) -> bool:
+    try:
+        return fn is not None and "on_done" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _encode_sample(res: SampleResult) -> str:
+    s = res.sample
+    return json.dumps({"text": s.text, "token_ids": s.token_ids, "finish_reason": s.finish_reason,
+                       "prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens},
+                      ensure_ascii=False)
+
+
+def _decode_sample(value: str) -> SampleResult:
+    d = json.loads(value)
+    return SampleResult(Sample(d["text"], d["token_ids"], d["finish_reason"]), d["prompt_tokens"],
+                        d["completion_tokens"])
+
+
+def _encode_scores(s: TokenScores) -> str:
+    # NaN (position 0) is written as the JSON extension NaN, which json.loads reads back
+    return json.dumps({"token_ids": s.token_ids, "logprobs": s.logprobs, "vocab_mean": s.vocab_mean,
+                       "vocab_std": s.vocab_std})
+
+
+def _decode_scores(value: str) -> TokenScores:
+    d = json.loads(value)
+    return TokenScores(d["token_ids"], d["logprobs"], d["vocab_mean"], d["vocab_std"])

@@ -1,0 +1,357 @@
+"""Hugging Face transformers backend: a local folder, a GGUF file, or a hub id (when the hub is reachable).
+
+Generation is batched with LEFT padding (decoder-only models continue from the last real token). Greedy
+when ``temperature == 0``. Sampling draws every row from its own ``torch.Generator`` seeded with
+:func:`memlab.backends.jobs.sample_seed` ``(seed, i)``: a logits processor draws the row's token by inverse
+CDF, masks every other logit, and HF's greedy step then picks it. So sample ``i`` of a request never depends
+on the batch it ran in (up to float rounding of padded vs unpadded attention, which the tests check on a
+real tiny model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores, \
+    render_plain_chat
+from memlab.backends.jobs import OnDone, SampleJob, SampleResult, assemble, expand, sample_seed, truncate_at_stop
+from memlab.errors import ConfigError, MemlabError
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_MODELS_HINT = "build the offline models with `make models` (or `dvc repro models`)"
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _looks_like_hub_id(path: str) -> bool:
+    """A hub id ("org/name" or "name"), not a path: no leading / . ~, no .gguf, not under an existing folder
+    (so a missing "models/x" is reported as an unbuilt model, not as a hub id)."""
+    if path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path or path.endswith(".gguf"):
+        return False
+    parent = Path(path).parent
+    return str(parent) == "." or not parent.is_dir()
+
+
+def weights_revision(folder: Path, gguf_file: str | None = None) -> str:
+    """Short content hash (12 hex of sha256) of a local model: its weight files (or the GGUF file), plus
+    config.json and the tokenizer files, so any change to what the model computes changes the revision."""
+    folder = Path(folder)
+    if gguf_file:
+        files = [folder / gguf_file]
+    else:
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
+    files += [folder / n for n in ("config.json", "tokenizer.json", "tokenizer_config.json")
+              if (folder / n).is_file()]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+class _RowSampler:
+    """Logits processor: rows with a generator get one token drawn by inverse CDF from softmax(logits/T),
+    restricted to the top-p nucleus; all other logits are set to -inf so the greedy step takes that token.
+    Rows without a generator (greedy requests) pass through unchanged."""
+
+    def __init__(self, rows: list[tuple[float, float, torch.Generator | None]]):
+        self.rows = rows
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        for r, (temperature, top_p, gen) in enumerate(self.rows):
+            if gen is None:
+                continue
+            probs = torch.softmax(scores[r].double() / temperature, dim=-1)
+            if top_p < 1.0:
+                sorted_p, order = torch.sort(probs, descending=True, stable=True)
+                # keep the smallest prefix whose mass reaches top_p (always at least the top token)
+                keep_sorted = (torch.cumsum(sorted_p, 0) - sorted_p) < top_p
+                keep = torch.zeros_like(probs, dtype=torch.bool)
+                keep[order[keep_sorted]] = True
+                probs = torch.where(keep, probs, torch.zeros_like(probs))
+            cdf = torch.cumsum(probs, 0)
+            u = torch.rand((), generator=gen, dtype=torch.float64) * cdf[-1]
+            tok = int(torch.searchsorted(cdf, u, right=True).clamp(max=probs.numel() - 1))
+            while probs[tok] == 0 and tok > 0:  # float edge: never pick a masked token
+                tok -= 1
+            scores[r] = float("-inf")
+            scores[r, tok] = 0.0
+        return scores
+
+
+class _StopStrings:
+    """Stopping criterion: a row is done once its *generated* text (prompt excluded) contains a stop string.
+    Records the sequence length at which each row first stopped."""
+
+    def __init__(self, tokenizer, prompt_len: int, stop: Sequence[str]):
+        self.tokenizer, self.prompt_len, self.stop = tokenizer, prompt_len, tuple(s for s in stop if s)
+        self.stopped_at: dict[int, int] = {}
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        texts = self.tokenizer.batch_decode(input_ids[:, self.prompt_len:], skip_special_tokens=True)
+        for r, text in enumerate(texts):
+            if r in self.stopped_at or any(s in text for s in self.stop):
+                self.stopped_at.setdefault(r, input_ids.shape[1])
+                done[r] = True
+        return done
+
+
+class HFBackend(Backend):
+    """A causal LM loaded with ``transformers``; exposes ``.model`` and ``.tokenizer``."""
+
+    def __init__(self, path: str, *, gguf_file: str | None = None, revision: str | None = "auto",
+                 device: str = "cpu", dtype: str = "float32", threads: int | None = None, batch_size: int = 8,
+                 chat_template: str = "auto", name: str | None = None, trust_remote_code: bool = False):
+        super().__init__()
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig  # noqa: F401
+
+        if threads:
+            torch.set_num_threads(int(threads))
+        if int(batch_size) < 1:
+            raise ConfigError(f"model.batch_size must be >= 1, got {batch_size}")
+        self.batch_size = int(batch_size)
+        if dtype not in _DTYPES and dtype != "auto":
+            raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)} or auto, got {dtype!r}")
+        torch_dtype: Any = "auto" if dtype == "auto" else _DTYPES[dtype]
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+
+        path = str(path)
+        if path.endswith(".gguf") and not gguf_file:
+            path, gguf_file = str(Path(path).parent), Path(path).name
+        local = Path(path).expanduser()
+        kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        if gguf_file:
+            kwargs["gguf_file"] = gguf_file
+        if local.is_dir():
+            if gguf_file and not (local / gguf_file).is_file():
+                raise MemlabError(f"GGUF file {local / gguf_file} not found; {_MODELS_HINT} or fix model.gguf_file")
+            source, self.revision = str(local), (revision if revision not in (None, "auto")
+                                                 else weights_revision(local, gguf_file))
+            self.model_id = name or (Path(gguf_file).stem if gguf_file else local.name)
+        elif _looks_like_hub_id(path):
+            hub_rev = None if revision in (None, "auto") else str(revision)
+            if hub_rev:
+                kwargs["revision"] = hub_rev
+            if _hub_offline():
+                kwargs["local_files_only"] = True  # a copy already in the HF cache still works offline
+            source, self.model_id, self.revision = path, path, hub_rev or "main"
+        else:
+            raise MemlabError(f"model folder {local} does not exist; {_MODELS_HINT} or point model.path at a "
+                              "local model folder")
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs)
+        except (OSError, ValueError) as err:
+            if source == path and not local.is_dir():
+                if _hub_offline():
+                    raise MemlabError(f"model {path!r} is not a local folder and the Hugging Face hub is offline "
+                                      "(HF_HUB_OFFLINE=1); set model.path to a local model folder, e.g. one "
+                                      "under models/ built by `make models`") from None
+                raise MemlabError(f"could not load {path!r} from the Hugging Face hub "
+                                  f"({str(err).splitlines()[0][:160]}); check the id/revision or use a local "
+                                  "folder") from None
+            raise MemlabError(f"could not load the model at {source} ({str(err).splitlines()[0][:160]}); "
+                              f"rebuild it with `make models`") from None
+        if self.revision == "main":
+            self.revision = getattr(self.model.config, "_commit_hash", None) or "main"
+        self.model.to(self.device).eval()
+
+        tok = self.tokenizer
+        tok.padding_side = "left"
+        gen_eos = self.model.generation_config.eos_token_id
+        eos = set(gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos] if gen_eos is not None else [])
+        if tok.eos_token_id is not None:
+            eos.add(tok.eos_token_id)
+        self.eos_token_ids = sorted(eos)
+        self.pad_token_id = (tok.pad_token_id if tok.pad_token_id is not None
+                             else self.eos_token_ids[0] if self.eos_token_ids else 0)
+        if chat_template not in ("auto", "none"):
+            raise ConfigError(f"model.chat_template must be auto or none, got {chat_template!r}")
+        self.has_chat_template = chat_template == "auto" and bool(getattr(tok, "chat_template", None))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "HFBackend":
+        if not cfg.get("path"):
+            raise ConfigError("model.path is required for backend: hf (a local folder, a .gguf file or a hub id)")
+        return cls(cfg["path"], gguf_file=cfg.get("gguf_file"), revision=cfg.get("revision", "auto"),
+                   device=cfg.get("device", "cpu"), dtype=cfg.get("dtype", "float32"), threads=cfg.get("threads"),
+                   batch_size=cfg.get("batch_size", 8), chat_template=cfg.get("chat_template", "auto"),
+                   name=cfg.get("name"), trust_remote_code=bool(cfg.get("trust_remote_code", False)))
+
+    # ---- prompts -------------------------------------------------------------------------------------------
+    def render_chat(self, messages: Sequence[Message]) -> str:
+        if self.has_chat_template:
+            return self.tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
+                                                      tokenize=False, add_generation_prompt=True)
+        return render_plain_chat(messages)
+
+    def prompt_ids(self, request: GenerationRequest) -> list[int]:
+        """The exact token ids the model is conditioned on for ``request``."""
+        if request.prompt_token_ids is not None:
+            return list(request.prompt_token_ids)
+        if request.messages is not None:
+            text = self.render_chat(request.messages)
+            # a chat template already writes BOS/special tokens itself; the plain fallback is a plain prompt
+            return self.tokenizer(text, add_special_tokens=not self.has_chat_template)["input_ids"]
+        return self.tokenizer(request.prompt)["input_ids"]
+
+    # ---- generation ----------------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
+        jobs = expand(requests)
+        results = self.generate_samples(jobs, progress=progress)
+        return assemble(requests, dict(zip(jobs, results)))
+
+    def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
+                         on_done: OnDone | None = None) -> list[SampleResult]:
+        ids_of: dict[GenerationRequest, list[int]] = {}
+        for job in jobs:
+            if job.request not in ids_of:
+                ids_of[job.request] = self.prompt_ids(job.request)
+        # batches share max_new_tokens and stop strings; longest first keeps padding small. The order does
+        # not change any output (see module docstring).
+        order = sorted(range(len(jobs)), key=lambda k: (jobs[k].request.max_new_tokens, jobs[k].request.stop,
+                                                        -len(ids_of[jobs[k].request]), k))
+        batches: list[list[int]] = []
+        for k in order:
+            r = jobs[k].request
+            if batches and len(batches[-1]) < self.batch_size and \
+                    (jobs[batches[-1][0]].request.max_new_tokens, jobs[batches[-1][0]].request.stop) == \
+                    (r.max_new_tokens, r.stop):
+                batches[-1].append(k)
+            else:
+                batches.append([k])
+        out: list[SampleResult | None] = [None] * len(jobs)
+        bar = tqdm(total=len(jobs), desc=f"generate {self.model_id}", unit="sample", disable=not progress)
+        try:
+            for batch in batches:
+                results = self._run_batch([jobs[k] for k in batch], [ids_of[jobs[k].request] for k in batch])
+                for k, res in zip(batch, results):
+                    out[k] = res
+                    if on_done is not None:
+                        on_done(k, res)
+                bar.update(len(batch))
+        finally:
+            bar.close()
+        return out  # type: ignore[return-value]
+
+    @torch.inference_mode()
+    def _run_batch(self, jobs: Sequence[SampleJob], prompts: Sequence[list[int]]) -> list[SampleResult]:
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
+
+        req0 = jobs[0].request
+        bos = self.tokenizer.bos_token_id
+        prompts = [p if p else [bos if bos is not None else self.pad_token_id] for p in prompts]
+        if req0.max_new_tokens == 0:
+            return [SampleResult(Sample("", [], "length"), len(p), 0) for p in prompts]
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            input_ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
+            attention[r, width - len(p):] = 1
+        rows = []
+        for job in jobs:
+            rq = job.request
+            if rq.temperature == 0:
+                rows.append((0.0, 1.0, None))
+            else:
+                g = torch.Generator(device="cpu")
+                g.manual_seed(sample_seed(rq.seed, job.index))
+                rows.append((float(rq.temperature), float(rq.top_p), g))
+        stopper = _StopStrings(self.tokenizer, width, req0.stop) if req0.stop else None
+        config = GenerationConfig(max_new_tokens=req0.max_new_tokens, do_sample=False, num_beams=1,
+                                  pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_ids or None)
+        seqs = self.model.generate(
+            input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), generation_config=config,
+            logits_processor=LogitsProcessorList([_RowSampler(rows)]),
+            stopping_criteria=StoppingCriteriaList([stopper] if stopper else []),
+        ).cpu()
+        results = []
+        eos = set(self.eos_token_ids)
+        for r, p in enumerate(prompts):
+            end = stopper.stopped_at.get(r, seqs.shape[1]) if stopper else seqs.shape[1]
+            new = seqs[r, width:end].tolist()
+            finish = "length"
+            cut = next((j for j, t in enumerate(new) if t in eos), None)
+            if cut is not None:
+                new, finish = new[:cut], "eos"
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            text, stopped = truncate_at_stop(text, req0.stop)
+            if stopped:
+                finish = "stop"
+            n_completion = len(new) + (1 if finish == "eos" else 0)
+            results.append(SampleResult(Sample(text, new, finish), len(p), n_completion))
+        return results
+
+    # ---- scoring -------------------------------------------------------------------------------------------
+    def score(self, texts: Sequence[str], *, progress: bool = False,
+              on_done: OnDone | None = None) -> list[TokenScores]:
+        """Per-token log-probs (teacher forcing) of each text, tokenized as the model tokenizes a plain prompt.
+        ``vocab_mean[j]`` = E_{v~p}[log p(v|<j)], ``vocab_std[j]`` = sqrt(Var_{v~p}[log p(v|<j)])
+        (Min-K%++, Zhang et al. 2024, eq. 2). Position 0 is NaN (no context)."""
+        ids = [self.tokenizer(t)["input_ids"] for t in texts]
+        return self.score_token_ids(ids, progress=progress, on_done=on_done)
+
+    @torch.inference_mode()
+    def score_token_ids(self, ids: Sequence[Sequence[int]], *, progress: bool = False,
+                        on_done: OnDone | None = None) -> list[TokenScores]:
+        order = sorted(range(len(ids)), key=lambda k: (-len(ids[k]), k))
+        out: list[TokenScores | None] = [None] * len(ids)
+        bar = tqdm(total=len(ids), desc=f"score {self.model_id}", unit="text", disable=not progress)
+        try:
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start:start + self.batch_size]
+                width = max(len(ids[k]) for k in batch)
+                if width == 0:
+                    for k in batch:
+                        out[k] = TokenScores([], [], [], [])
+                        if on_done is not None:
+                            on_done(k, out[k])  # type: ignore[arg-type]
+                    bar.update(len(batch))
+                    continue
+                # right padding: a causal model never attends to the padding after a row's last token
+                x = torch.full((len(batch), width), self.pad_token_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, k in enumerate(batch):
+                    x[r, :len(ids[k])] = torch.tensor(list(ids[k]), dtype=torch.long)
+                    mask[r, :len(ids[k])] = 1
+                logits = self.model(input_ids=x.to(self.device), attention_mask=mask.to(self.device)).logits
+                for r, k in enumerate(batch):
+                    n = len(ids[k])
+                    nan = [math.nan]
+                    if n <= 1:
+                        out[k] = TokenScores(list(ids[k]), nan * n, nan * n, nan * n)
+                    else:
+                        lp = torch.log_softmax(logits[r, :n - 1].double(), dim=-1)
+                        tgt = torch.tensor(list(ids[k][1:]), dtype=torch.long, device=lp.device)
+                        tok_lp = lp.gather(1, tgt[:, None])[:, 0]
+                        p = lp.exp()
+                        plp = torch.where(p > 0, p * lp, torch.zeros_like(lp))  # 0·(-inf) := 0
+                        mu = plp.sum(-1)
+                        var = torch.where(p > 0, plp * lp, torch.zeros_like(lp)).sum(-1) - mu * mu
+                        out[k] = TokenScores(list(ids[k]), nan + tok_lp.tolist(), nan + mu.tolist(),
+                                             nan + var.clamp(min=0).sqrt().tolist())
+                    if on_done is not None:
+                        on_done(k, out[k])  # type: ignore[arg-type]
+                bar.update(len(batch))
+        finally:
+            bar.close()
+        return out  # type: ignore[return-value]

@@ -1,0 +1,81 @@
+"""Data stage: write every corpus as JSONL + a manifest.
+
+    python -m memlab.data.prepare --out data/corpora [--only kjv,fortunes] [--sdists .cache/sdists]
+
+Writes one file per corpus/unit (``kjv_book.jsonl``, ``kjv_chapter.jsonl``, ``kjv_verse.jsonl``,
+``fortunes_en.jsonl``, ``fortunes_de.jsonl``, ``humaneval.jsonl``, ``licences.jsonl``, ``wiki.jsonl``,
+``stdlib.jsonl``, ``release_notes.jsonl``) and ``manifest.json`` (per file: document count, characters,
+sha256 of the file, options). Offline except the pinned sdist download of ``release_notes`` (cached).
+Each file is written atomically, so a killed run leaves complete files only; the manifest is rewritten
+from what is on disk at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from memlab.data.corpora import load_corpus
+from memlab.data.records import write_jsonl
+from memlab.errors import one_line_errors
+
+# output stem -> (corpus name, options)
+OUTPUTS: dict[str, tuple[str, dict]] = {
+    "kjv_book": ("kjv", {"unit": "book"}),
+    "kjv_chapter": ("kjv", {"unit": "chapter"}),
+    "kjv_verse": ("kjv", {"unit": "verse"}),
+    "fortunes_en": ("fortunes", {"lang": "en"}),
+    "fortunes_de": ("fortunes", {"lang": "de"}),
+    "humaneval": ("humaneval", {}),
+    "licences": ("licences", {}),
+    "wiki": ("wiki", {}),
+    "stdlib": ("stdlib", {}),
+    "release_notes": ("release_notes", {}),
+}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def prepare(out: str | Path, only: list[str] | None = None, sdists: str | None = None) -> dict:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {"files": {}}
+    wanted = [k for k in OUTPUTS if not only or k in only or OUTPUTS[k][0] in only]
+    for stem in wanted:
+        name, opts = OUTPUTS[stem]
+        if name == "release_notes" and sdists:
+            opts = {**opts, "cache_dir": sdists}
+        t0 = time.time()
+        docs = load_corpus(name, **opts)
+        path = write_jsonl(docs, out / f"{stem}.jsonl")
+        entry = {"corpus": name, "options": {k: str(v) for k, v in opts.items()}, "documents": len(docs),
+                 "characters": sum(len(d.text) for d in docs), "sha256": _sha256(path)}
+        dates = sorted(d.date for d in docs if d.date)
+        if dates:
+            entry["date_range"] = [dates[0], dates[-1]]
+        manifest["files"][path.name] = entry
+        print(f"{path.name:24s} {len(docs):6d} docs  {entry['characters']:10d} chars  {time.time() - t0:5.1f}s")
+    tmp = manifest_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    tmp.replace(manifest_path)
+    return manifest
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="data/corpora")
+    ap.add_argument("--only", default="", help="comma-separated output stems or corpus names")
+    ap.add_argument("--sdists", default=None, help="cache folder for the pinned sdists (default .cache/sdists)")
+    args = ap.parse_args(argv)
+    prepare(args.out, [s for s in args.only.split(",") if s] or None, args.sdists)
+
+
+if __name__ == "__main__":
+    main()

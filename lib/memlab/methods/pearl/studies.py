@@ -1,0 +1,245 @@
+"""The PEARL studies as library functions, so the notebooks stay thin reports.
+
+* :func:`sample_docs` — a seeded, reproducible subset of a corpus (length filter, metadata filter).
+* :func:`load_zoo_family` / :func:`family_checkpoints` — a tiny-model family trained here
+  (:mod:`memlab.models.zoo`): one HF folder per fine-tuning epoch, epoch 0 = the model it was initialised
+  from (before any fine-tuning); its exact members / non-members are ``fam.members`` / ``fam.nonmembers``.
+* :func:`pearl_frame` — PEARL on documents → one row per document (labels added as columns).
+* :func:`flag_table`, :func:`fpr_table`, :func:`detection_table`, :func:`overlap_table` — the paper's
+  tables from those rows.
+* :func:`mia_frame` — loss / perplexity / zlib / Min-K% / Min-K%++ per document from per-token log-probs
+  (:mod:`memlab.metrics.mia`), the membership-inference baselines of seed 003 Table 4.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from memlab.data.records import Document
+from memlab.errors import ConfigError, MemlabError
+from memlab.methods.pearl.engine import PearlConfig, results_frame, run_pearl
+
+# ---- documents ------------------------------------------------------------------------------------------
+
+
+def sample_docs(docs: Sequence[Document], n: int | None, seed: int, *, min_words: int = 0,
+                meta: Mapping[str, Sequence[Any]] | None = None, split: str | None = None) -> list[Document]:
+    """``n`` documents drawn without replacement with ``random.Random(seed)`` from the documents (sorted by
+    id) that have ≥ ``min_words`` words and whose ``meta[key]`` is in ``meta[key]`` lists; ``split`` sets
+    the membership label of the returned copies. n = None keeps all of them (in id order)."""
+    pool = [d for d in docs if len(d.text.split()) >= min_words]
+    for key, allowed in (meta or {}).items():
+        allowed = set(allowed)
+        pool = [d for d in pool if d.meta.get(key) in allowed]
+    pool.sort(key=lambda d: d.id)
+    if not pool:
+        raise MemlabError(f"no document has ≥ {min_words} words and matches {dict(meta or {})}; relax the filter")
+    if n is not None:
+        if n > len(pool):
+            raise MemlabError(f"asked for {n} documents but only {len(pool)} match; lower n")
+        pool = random.Random(seed).sample(pool, n)
+    return [dataclasses.replace(d, split=split) if split is not None else d for d in pool]
+
+
+def load_source(spec: Mapping[str, Any], seed: int) -> list[Document]:
+    """Documents of one source spec ``{corpus, options, n, min_words, meta, split}`` (see the wild config)."""
+    from memlab.data.corpora import load_corpus
+
+    docs = load_corpus(spec["corpus"], **dict(spec.get("options") or {}))
+    return sample_docs(docs, spec.get("n"), seed, min_words=int(spec.get("min_words", 0)),
+                       meta=spec.get("meta"), split=spec.get("split"))
+
+
+def family_checkpoints(fam, size: str) -> dict[int, Path]:
+    """{epoch: HF folder} of one size of a zoo family (:mod:`memlab.models.zoo`); epoch 0 = the model the
+    family was initialised from (``init_from``: the pretrained model before fine-tuning), when it has one."""
+    cps: dict[int, Path] = {}
+    init = fam.init_dir(size)
+    if init:
+        cps[0] = Path(init)
+    cps.update(fam.checkpoints(size))
+    return cps
+
+
+def load_zoo_family(paths: Mapping[str, Any], name: str):
+    """The zoo family ``name`` (conf/zoo/<name>.yaml) with models under ``paths.models``."""
+    from memlab.models.zoo import load_family
+
+    return load_family(name, Path(paths["root"]) / "conf" / "zoo", paths["models"])
+
+
+def model_at(model_cfg: Mapping[str, Any], path: str | Path, name: str) -> dict:
+    """A copy of a model config node pointing at another HF folder (a checkpoint)."""
+    from memlab.backends.factory import _plain
+
+    node = _plain(model_cfg)
+    node.update(path=str(path), name=name, gguf_file=None, revision="auto")
+    return node
+
+
+# ---- PEARL rows and tables ------------------------------------------------------------------------------------
+
+
+def pearl_frame(backend, docs: Sequence[Document], cfg: PearlConfig, *, progress: bool = True, **labels: Any):
+    """PEARL on ``docs`` as a DataFrame (one row per document) with ``labels`` added as constant columns."""
+    df = results_frame(run_pearl(backend, docs, cfg, progress=progress))
+    for k, v in labels.items():
+        df[k] = v
+    return df
+
+
+def thresholds(spec: Mapping[str, float]) -> np.ndarray:
+    """A threshold grid ``{start, stop, step}`` (inclusive of stop), rounded to 6 decimals."""
+    start, stop, step = float(spec["start"]), float(spec["stop"]), float(spec["step"])
+    if step <= 0 or stop < start:
+        raise ConfigError(f"threshold grid needs step > 0 and stop ≥ start, got {dict(spec)}")
+    return np.round(np.arange(start, stop + step / 2, step), 6)
+
+
+def flag_table(df, alphas: Sequence[float], by: Sequence[str], score: str = "sensitivity"):
+    """Share and count of documents with ``score > α`` for each α and group (seed 003 Fig. 4 / Table 2)."""
+    import pandas as pd
+
+    rows = []
+    for keys, g in df.groupby(list(by), sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        for a in alphas:
+            flagged = int((g[score] > a).sum())
+            rows.append({**dict(zip(by, keys)), "score": score, "alpha": float(a), "flagged": flagged,
+                         "n": int(len(g)), "share": flagged / len(g)})
+    return pd.DataFrame(rows)
+
+
+def fpr_table(df, grid: Sequence[float], by: Sequence[str], scores: Sequence[str] = ("sensitivity", "gfd")):
+    """FPR(α) on known non-members for every α of the grid, score and group (seed 001 Fig. 6)."""
+    import pandas as pd
+
+    from memlab.methods.pearl.calibration import fpr_curve
+
+    rows = []
+    groups = df.groupby(list(by), sort=True) if by else [((), df)]
+    for keys, g in groups:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        for s in scores:
+            for r in fpr_curve(g[s].to_numpy(), grid):
+                rows.append({**dict(zip(by, keys)), "score": s, **r})
+    return pd.DataFrame(rows)
+
+
+def detection_table(df, truth: str, scores: Sequence[str], decisions: Mapping[str, float] | None = None):
+    """ROC-AUC of every score against the 0/1 column ``truth``, and precision/recall at a threshold.
+
+    ``decisions`` maps a score name to its threshold (rule ``score > threshold``); scores without one get
+    only the AUC. Scores oriented higher = more likely positive (:mod:`memlab.metrics.mia` convention).
+    """
+    import pandas as pd
+
+    from memlab.metrics.detection import rates_at_threshold, roc_auc
+
+    y = df[truth].astype(int).to_numpy()
+    rows = []
+    for s in scores:
+        x = df[s].astype(float).to_numpy()
+        ok = np.isfinite(x)
+        row = {"score": s, "n": int(ok.sum()),
+               "auc": roc_auc(y[ok], x[ok]) if len(set(y[ok].tolist())) == 2 else float("nan")}
+        if decisions and s in decisions:
+            r = rates_at_threshold(y[ok], x[ok], float(decisions[s]))
+            row.update(threshold=float(decisions[s]), precision=r.precision, recall=r.tpr, fpr=r.fpr,
+                       flagged=r.tp + r.fp)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def overlap_table(df, a: str, b: str, by: Sequence[str]):
+    """Per group: % of documents with decision ``a``, with ``b``, and with both (seed 003 Table 4)."""
+    import pandas as pd
+
+    rows = []
+    for keys, g in df.groupby(list(by), sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        n = len(g)
+        rows.append({**dict(zip(by, keys)), "n": n, f"{a}_pct": 100 * g[a].mean(), f"{b}_pct": 100 * g[b].mean(),
+                     "both_pct": 100 * (g[a] & g[b]).mean()})
+    return pd.DataFrame(rows)
+
+
+# ---- membership inference baselines ---------------------------------------------------------------------------
+
+
+def mia_frame(backend, docs: Sequence[Document], *, k: float = 0.2, max_words: int | None = None,
+              progress: bool = False, **labels: Any):
+    """Per document: every :class:`memlab.metrics.mia.MiaScores` field (higher = more likely member) plus
+    the raw perplexity (``ppl``), computed on the same text PEARL sees (first ``max_words`` words)."""
+    import pandas as pd
+
+    from memlab.methods.pearl.tasks import first_words
+    from memlab.metrics.mia import member_scores
+
+    texts = [first_words(d.text, max_words) for d in docs]
+    scored = backend.score(texts, progress=progress)
+    rows = []
+    for d, t, ts in zip(docs, texts, scored):
+        m = member_scores(ts, t, k=k)
+        rows.append({"doc_id": d.id, "split": d.split, "loss": m.loss, "perplexity": m.perplexity,
+                     "zlib_ratio": m.zlib_ratio, "min_k": m.min_k,
+                     "min_k_pp": m.min_k_pp if m.min_k_pp is not None else float("nan"), "ppl": -m.perplexity,
+                     **labels})
+    return pd.DataFrame(rows)
+
+
+def calibration_table(df, target_fprs: Sequence[float], by: Sequence[str], scores: Sequence[str] = ("sensitivity", "gfd")):
+    """Per group and score: α calibrated on the group's non-members at each target FPR
+    (:func:`memlab.methods.pearl.calibration.calibrate_alpha`), the FPR it reaches, and the share of the
+    group's other documents (members / likely-seen sources) flagged at that α."""
+    import pandas as pd
+
+    from memlab.methods.pearl.calibration import calibrate_alpha
+
+    rows = []
+    groups = df.groupby(list(by), sort=True) if by else [((), df)]
+    for keys, g in groups:
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        non, rest = g[g["split"] == "nonmember"], g[g["split"] != "nonmember"]
+        for s in scores:
+            for t in target_fprs:
+                a = calibrate_alpha(non[s].to_numpy(), float(t))
+                rows.append({**dict(zip(by, keys)), "score": s, "target_fpr": float(t), "alpha": a,
+                             "fpr": float((non[s] > a).mean()), "n_nonmembers": int(len(non)),
+                             "others_flagged_share": float((rest[s] > a).mean()) if len(rest) else float("nan"),
+                             "n_others": int(len(rest))})
+    return pd.DataFrame(rows)
+
+
+def similarity_table(docs: Sequence[Document], cfg: PearlConfig, kinds: Sequence[str]):
+    """Mean input similarity per perturbation kind and level (seed 003 Table 8 analog); see
+    :func:`memlab.methods.pearl.engine.input_similarity` for the columns."""
+    import pandas as pd
+
+    from memlab.methods.pearl.engine import input_similarity
+
+    rows = []
+    for k in kinds:
+        rows += input_similarity(docs, cfg.replace(perturbation={"kind": k}))
+    sim = pd.DataFrame(rows)
+    return sim.groupby(["kind", "level"], sort=True)[["changed", "rouge_l_f1", "ncd_similarity"]].mean().reset_index()
+
+
+def examples_table(doc: Document, cfg: PearlConfig, kinds: Sequence[str], words: int):
+    """The first ``words`` words of one document's task input at every level and kind (Table 8 layout)."""
+    import pandas as pd
+
+    from memlab.methods.pearl.engine import prepare
+    from memlab.methods.pearl.tasks import first_words
+
+    rows = []
+    for k in kinds:
+        for p in prepare([doc], cfg.replace(perturbation={"kind": k}))[0].perturbed:
+            rows.append({"kind": k, "level": p.level, "changed": p.n_changed, "input": first_words(p.text, words)})
+    return pd.DataFrame(rows)

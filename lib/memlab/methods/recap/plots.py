@@ -1,0 +1,67 @@
+"""Figures for the RECAP notebooks (matplotlib; each function returns a Figure for ``rep.figure``)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from memlab.methods.recap.evaluate import METHOD_NAMES  # noqa: E402
+from memlab.methods.recap.pipeline import METHODS  # noqa: E402
+
+
+def passages_per_book(ppb: pd.DataFrame, tolerance: int):
+    """Fig. 13 analog: passages per book (bars = methods), one panel per target."""
+    targets = list(ppb["target"].unique())
+    fig, axes = plt.subplots(len(targets), 1, figsize=(9, 2.6 * max(1, len(targets))), squeeze=False)
+    for ax, t in zip(axes[:, 0], targets):
+        sub = ppb[ppb.target == t].set_index("book")[list(METHODS)].rename(columns=METHOD_NAMES)
+        sub.plot.bar(ax=ax, width=0.8)
+        ax.set_title(f"{t}: 40-token passages per book (≤ {tolerance} mismatches)")
+        ax.set_ylabel("passages")
+        ax.tick_params(axis="x", labelrotation=30)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def tolerance_sweep(sweep: pd.DataFrame, method: str = "recap"):
+    """Fig. 18 analog: passages vs mismatch tolerance, one line per (target, category)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    sub = sweep[sweep.method == method]
+    for (t, c), g in sub.groupby(["target", "category"]):
+        ax.plot(g["tolerance"], g["passages"], marker="o", label=f"{t} / {c}")
+    ax.set_xlabel("max mismatches per 40-token passage")
+    ax.set_ylabel(f"passages ({METHOD_NAMES[method]})")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def feedback_gains(summary: pd.DataFrame):
+    """Fig. 6 analog: mean best ROUGE-L recall and share of improved events by feedback round."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.2))
+    for t, g in summary.groupby("target"):
+        a1.plot(g["round"], g["mean_best"], marker="o", label=t)
+        a2.plot(g["round"], g["share_improved"], marker="o", label=t)
+    a1.set_xlabel("feedback rounds")
+    a1.set_ylabel("mean best ROUGE-L recall")
+    a2.set_xlabel("feedback rounds")
+    a2.set_ylabel("share of events improved")
+    a1.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def filter_tradeoff(tr: pd.DataFrame):
+    """Fig. 8 / App. U.2 analog: queries saved vs ROUGE-L kept, one curve per filter signal."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for s, g in tr.groupby("signal"):
+        ax.plot(g["queries_saved"], g["rouge_l_filtered"], marker="o", label=s)
+    ax.set_xlabel("share of feedback queries saved")
+    ax.set_ylabel("mean event ROUGE-L recall")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,39 @@
+"""Prompt templates for RECAP, read from ``prompts/recap/*.txt`` (never code strings).
+
+Templates use ``str.format`` fields (``{book_title}``); literal braces are doubled. A missing template or
+field raises :class:`~memlab.errors.ConfigError` naming the file.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from memlab.errors import ConfigError
+
+# lib/memlab/methods/recap/prompts.py -> repository root
+DEFAULT_DIR = Path(__file__).resolve().parents[4] / "prompts" / "recap"
+
+
+@functools.lru_cache(maxsize=None)
+def _read(path: str) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"prompt template {p} is missing; restore it or set params.prompts_dir")
+    return p.read_text(encoding="utf-8")
+
+
+class Prompts:
+    """Loads and fills the templates of one prompts folder."""
+
+    def __init__(self, prompts_dir: str | Path | None = None) -> None:
+        self.dir = Path(prompts_dir) if prompts_dir else DEFAULT_DIR
+
+    def raw(self, name: str) -> str:
+        return _read(str(self.dir / f"{name}.txt"))
+
+    def fill(self, name: str, **fields) -> str:
+        try:
+            return self.raw(name).format(**fields).strip("\n")
+        except KeyError as err:
+            raise ConfigError(f"prompt {self.dir / name}.txt uses field {err} that RECAP does not provide") from None

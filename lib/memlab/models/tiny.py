@@ -1,0 +1,338 @@
+"""Our own training loop for tiny GPT-NeoX (Pythia architecture) models with exactly known training data.
+
+One model = one folder::
+
+    <out>/tokenizer/            byte-level BPE trained here (or copied from ``init_from``)
+    <out>/epoch-001/ ...        one HF folder per finished epoch (AutoModelForCausalLM + AutoTokenizer)
+    <out>/final/                a copy of the last epoch (what conf/model/tiny-neox.yaml points at)
+    <out>/membership.json       exactly which document ids were trained on (members) / held out (nonmembers)
+    <out>/train_log.jsonl       one line per epoch: mean training loss, tokens, seconds
+    <out>/state.pt              optimizer state after the last finished epoch (for resume)
+    <out>/done.json             written last; its presence means the model is complete
+
+Determinism: the tokenizer, the initial weights (``torch.manual_seed(seed)``) and every epoch's data order
+(a generator seeded with ``(seed, epoch)``) depend only on the spec, there is no dropout, and we train with
+a fixed number of torch threads, so the same spec gives bit-identical weights. Because the data order of
+epoch ``e`` does not depend on earlier epochs, a killed run resumes from the last finished epoch (weights +
+optimizer state) and ends with the same weights as an uninterrupted run.
+
+Packing: member documents are tokenized, each followed by EOS, and concatenated into one stream. Each epoch
+rolls the stream by a seeded random offset (so block boundaries move between epochs), cuts it cyclically
+into ``ceil(n / seq_len)`` blocks of ``seq_len`` tokens (every token is seen at least once per epoch) and
+shuffles the blocks. Mixture weights (continual pre-training) repeat a group's documents ``floor(w)`` times
+per epoch plus a seeded ``frac(w)`` share of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from memlab.data.records import Document
+from memlab.errors import ConfigError
+
+EOS = "<|endoftext|>"
+PAD = "<|padding|>"
+
+
+@dataclass(frozen=True)
+class Arch:
+    """GPT-NeoX shape. ``ffn`` = intermediate size; rotary on 25 % of head dims (Pythia)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+
+    def __post_init__(self) -> None:
+        if self.hidden % self.heads:
+            raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
+
+
+@dataclass
+class TrainSpec:
+    """Everything that determines a trained model (hashing it names the model in caches).
+
+    ``member_groups``: list of (documents, weight); ``weight`` = passes over that group per epoch.
+    ``init_from``: an HF folder (another model's checkpoint) to continue training from, with its tokenizer;
+    then ``arch``/``vocab_size`` are taken from that checkpoint.
+    """
+
+    member_groups: list[tuple[list[Document], float]]
+    nonmembers: list[Document]
+    arch: Arch | None
+    vocab_size: int = 2048
+    epochs: int = 10
+    seq_len: int = 128
+    batch_size: int = 8
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 10
+    weight_decay: float = 0.0
+    seed: int = 0
+    threads: int = 1
+    init_from: str | None = None
+    tokenizer_on: str = "members"  # "members" | "all" (members + nonmembers)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def members(self) -> list[Document]:
+        seen: dict[str, Document] = {}
+        for docs, _w in self.member_groups:
+            for d in docs:
+                seen.setdefault(d.id, d)
+        return list(seen.values())
+
+    def fingerprint(self) -> str:
+        """sha256 over every field that changes the weights (document ids and text hashes included)."""
+        d = {
+            "groups": [[[x.id, x.sha256] for x in docs] + [w] for docs, w in self.member_groups],
+            "nonmembers": [[x.id, x.sha256] for x in self.nonmembers],
+            "arch": dataclasses.asdict(self.arch) if self.arch else None,
+            **{k: getattr(self, k) for k in ("vocab_size", "epochs", "seq_len", "batch_size", "lr", "min_lr_ratio",
+                                             "warmup_steps", "weight_decay", "seed", "init_from", "tokenizer_on")},
+        }
+        if self.init_from:
+            d["init_weights"] = _dir_hash(Path(self.init_from))
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def _dir_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.glob("*.safetensors")):
+        h.update(p.name.encode())
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int, out_dir: str | Path):
+    """Train a byte-level BPE tokenizer (deterministic for the same texts) and save it as an HF folder."""
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one thread: the merge order cannot depend on scheduling
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS, PAD], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, bos_token=EOS, pad_token=PAD,
+                                   unk_token=None, model_max_length=1_000_000)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def _epoch_dir(out: Path, epoch: int) -> Path:
+    return out / f"epoch-{epoch:03d}"
+
+
+def finished_epochs(out: str | Path) -> list[int]:
+    """Epochs whose checkpoint folder is complete (written via tmp folder + rename)."""
+    out = Path(out)
+    return sorted(int(p.name.split("-")[1]) for p in out.glob("epoch-[0-9][0-9][0-9]") if p.is_dir())
+
+
+def is_done(out: str | Path) -> bool:
+    return (Path(out) / "done.json").exists()
+
+
+def _epoch_stream(groups_ids: list[tuple[list[list[int]], float]], seed: int, epoch: int, eos: int):
+    """Token stream for one epoch: mixture-weighted documents in a seeded order, each followed by EOS."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    docs: list[list[int]] = []
+    for ids, w in groups_ids:
+        reps = int(math.floor(w))
+        docs.extend(ids * reps)
+        frac = w - reps
+        if frac > 0:
+            k = int(round(frac * len(ids)))
+            pick = torch.randperm(len(ids), generator=g)[:k].tolist()
+            docs.extend(ids[i] for i in sorted(pick))
+    order = torch.randperm(len(docs), generator=g).tolist()
+    stream: list[int] = []
+    for i in order:
+        stream.extend(docs[i])
+        stream.append(eos)
+    return stream, g
+
+
+def _blocks(stream: list[int], seq_len: int, g):
+    import torch
+
+    t = torch.tensor(stream, dtype=torch.long)
+    n = len(stream)
+    t = torch.roll(t, -int(torch.randint(n, (1,), generator=g)))
+    n_blocks = math.ceil(n / seq_len)
+    need = n_blocks * seq_len
+    if need > n:  # cyclic: wrap around so every token is seen at least once
+        t = torch.cat([t] * math.ceil(need / n))[:need]
+    blocks = t[:need].view(n_blocks, seq_len)
+    return blocks[torch.randperm(n_blocks, generator=g)]
+
+
+def _lr_at(step: int, total: int, spec: TrainSpec) -> float:
+    """Linear warmup, then cosine decay from lr to lr*min_lr_ratio."""
+    if step < spec.warmup_steps:
+        return spec.lr * (step + 1) / spec.warmup_steps
+    p = (step - spec.warmup_steps) / max(1, total - spec.warmup_steps)
+    return spec.lr * (spec.min_lr_ratio + (1 - spec.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(p, 1.0))))
+
+
+def _atomic_copytree(src: Path, dst: Path) -> None:
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp)
+    shutil.rmtree(dst, ignore_errors=True)
+    tmp.rename(dst)
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+def membership_record(spec: TrainSpec) -> dict:
+    return {
+        "members": [d.id for d in spec.members],
+        "nonmembers": [d.id for d in spec.nonmembers],
+        "sha256": {d.id: d.sha256 for d in spec.members + spec.nonmembers},
+        "mixture": [{"ids": [d.id for d in docs], "weight": w} for docs, w in spec.member_groups],
+    }
+
+
+def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_epoch: int | None = None) -> Path:
+    """Train (or resume) the model described by ``spec`` into ``out``; returns ``out``. Idempotent.
+
+    ``stop_after_epoch`` ends the run early after that epoch (used by tests to simulate a killed run).
+    """
+    import torch
+    from tqdm.auto import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar per checkpoint; ours is enough
+    out = Path(out)
+    fp = spec.fingerprint()
+    if is_done(out):
+        done = json.loads((out / "done.json").read_text())
+        if done.get("fingerprint") != fp:
+            raise ConfigError(f"{out} holds a model trained from a different spec; delete the folder to rebuild")
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    spec_file = out / "spec.json"
+    if spec_file.exists() and json.loads(spec_file.read_text()).get("fingerprint") != fp:
+        # a half-built model from another spec: never mix epochs of two specs
+        for p in list(out.iterdir()):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    _write_json(spec_file, {"fingerprint": fp, "init_from": spec.init_from, "meta": spec.meta,
+                            "arch": dataclasses.asdict(spec.arch) if spec.arch else None,
+                            **{k: getattr(spec, k) for k in ("vocab_size", "epochs", "seq_len", "batch_size", "lr",
+                                                             "min_lr_ratio", "warmup_steps", "weight_decay",
+                                                             "seed", "tokenizer_on")}})
+    _write_json(out / "membership.json", membership_record(spec))
+    if not spec.members:
+        raise ConfigError("a tiny model needs at least one member document")
+
+    torch.set_num_threads(spec.threads)
+    tok_dir = out / "tokenizer"
+    if not (tok_dir / "tokenizer.json").exists():
+        if spec.init_from:
+            tok = AutoTokenizer.from_pretrained(spec.init_from)
+            tok.save_pretrained(tok_dir)
+        else:
+            texts = [d.text for d in spec.members] + ([d.text for d in spec.nonmembers]
+                                                       if spec.tokenizer_on == "all" else [])
+            train_tokenizer(texts, spec.vocab_size, tok_dir)
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    eos = tok.convert_tokens_to_ids(EOS) if EOS in tok.get_vocab() else tok.eos_token_id
+    groups_ids = [([tok(d.text, add_special_tokens=False)["input_ids"] for d in docs], float(w))
+                  for docs, w in spec.member_groups]
+
+    done_epochs = [e for e in finished_epochs(out) if e <= spec.epochs]
+    start = done_epochs[-1] if done_epochs and (out / "state.pt").exists() else 0
+    if start:
+        state = torch.load(out / "state.pt", weights_only=False)
+        if state["epoch"] != start:  # state written after the folder: the folder is the last full epoch
+            start = state["epoch"]
+        model = AutoModelForCausalLM.from_pretrained(_epoch_dir(out, start), dtype=torch.float32)
+    else:
+        if spec.init_from:
+            model = AutoModelForCausalLM.from_pretrained(spec.init_from, dtype=torch.float32)
+        else:
+            assert spec.arch is not None
+            cfg = GPTNeoXConfig(vocab_size=len(tok), hidden_size=spec.arch.hidden,
+                                num_hidden_layers=spec.arch.layers, num_attention_heads=spec.arch.heads,
+                                intermediate_size=spec.arch.ffn, max_position_embeddings=2048,
+                                bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id,
+                                tie_word_embeddings=False, use_cache=True)
+            torch.manual_seed(spec.seed)
+            model = GPTNeoXForCausalLM(cfg)
+        state = None
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=spec.weight_decay,
+                            eps=1e-8)
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+    blocks_per_epoch = math.ceil(len(_epoch_stream(groups_ids, spec.seed, 1, eos)[0]) / spec.seq_len)
+    steps_per_epoch = math.ceil(blocks_per_epoch / spec.batch_size)
+    total = steps_per_epoch * spec.epochs
+    step = state["step"] if state else 0
+
+    for epoch in range(start + 1, spec.epochs + 1):
+        t0, c0 = time.time(), time.process_time()
+        stream, g = _epoch_stream(groups_ids, spec.seed, epoch, eos)
+        blocks = _blocks(stream, spec.seq_len, g)
+        losses = []
+        bar = tqdm(range(0, len(blocks), spec.batch_size), desc=f"{out.name} epoch {epoch}/{spec.epochs}",
+                   disable=not progress, leave=False)
+        for i in bar:
+            batch = blocks[i:i + spec.batch_size]
+            for pg in opt.param_groups:
+                pg["lr"] = _lr_at(step, total, spec)
+            loss = model(input_ids=batch, labels=batch).loss
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        # checkpoint: HF folder (+ tokenizer) via tmp + rename, then optimizer state; a kill in between
+        # leaves the previous epoch's state, which resume detects and handles.
+        final = _epoch_dir(out, epoch)
+        tmp = final.with_name(final.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
+        os.replace(out / "state.pt.tmp", out / "state.pt")
+        with (out / "train_log.jsonl").open("a") as f:
+            f.write(json.dumps({"epoch": epoch, "loss": sum(losses) / len(losses), "steps": len(losses),
+                                "tokens": int(blocks.numel()), "seconds": round(time.time() - t0, 2),
+                                "cpu_seconds": round(time.process_time() - c0, 2)}) + "\n")
+        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.epochs:
+            return out
+
+    _atomic_copytree(_epoch_dir(out, spec.epochs), out / "final")
+    n_params = sum(p.numel() for p in model.parameters())
+    _write_json(out / "done.json", {"fingerprint": fp, "epochs": spec.epochs, "params": n_params,
+                                    "tokens_per_epoch": blocks_per_epoch * spec.seq_len})
+    (out / "state.pt").unlink(missing_ok=True)  # optimizer state is only needed to resume
+    return out

@@ -1,0 +1,258 @@
+"""Tiny-model families: declared one per YAML file in ``conf/zoo/<family>.yaml``, built into
+``models/tiny-neox/<family>/<size>/`` (layout: :mod:`memlab.models.tiny`).
+
+Family file format (every key except ``members`` and ``sizes`` has a default)::
+
+    name: kjv                    # = the file name; folder models/tiny-neox/<name>/
+    description: one line
+    members:                     # list of groups; the union of the groups is what the models train on
+      - corpus: kjv              # a name for memlab.data.corpora.load_corpus
+        options: {unit: book}    # its options
+        ids: [kjv/book/Ruth]     # exact ids (order kept), and/or
+        patterns: ["kjv/chapter/Ruth/*"]   # fnmatch patterns on ids, and/or nothing (= the whole corpus)
+        exclude: [...]           # ids or patterns removed from the selection
+        count: 10                # optional: a seeded random sample of this many of the selected docs
+        seed: 0                  # seed of that sample (default: train.seed)
+        weight: 1.0              # mixture weight = passes over this group per epoch (members only)
+    nonmembers:                  # same group format (no weight); member ids are always excluded
+      - {corpus: kjv, options: {unit: book}, ids: [kjv/book/Micah]}
+    tokenizer: {vocab_size: 2048, train_on: members}   # members | all (members + nonmembers)
+    sizes:                       # >= 1 named sizes (3 for size sweeps): GPT-NeoX shapes
+      s: {hidden: 64, layers: 2, heads: 2, ffn: 256}
+    train: {epochs: 10, seq_len: 128, batch_size: 8, lr: 3.0e-3, min_lr_ratio: 0.1, warmup_steps: 10,
+            weight_decay: 0.0, seed: 0, threads: 1}
+    init_from: null              # or {family: kjv, epoch: final}: continue training each size from that
+                                 # family's same-named size (its weights, architecture and tokenizer);
+                                 # ``epoch`` = an int or "final"; ``size`` pins one source size for all.
+
+API::
+
+    fam = load_family("kjv")
+    fam.sizes                       # ["s", "m", "l"]
+    fam.checkpoint("m", 3)          # Path of epoch 3; fam.final("m") = the last epoch
+    fam.members, fam.nonmembers     # list[Document] with split="member" / "nonmember"
+    fam.tokenizer_dir               # the family's tokenizer (shared by every size)
+    fam.model_cfg("m", epoch=3)     # a conf/model-style dict for memlab.backends.factory.build_backend
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import random
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from memlab.data.records import Document
+from memlab.errors import ConfigError, MissingSourceError
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+ZOO_DIR = REPO_ROOT / "conf" / "zoo"
+MODELS_DIR = REPO_ROOT / "models"
+TRAIN_DEFAULTS = dict(epochs=10, seq_len=128, batch_size=8, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
+                      weight_decay=0.0, seed=0, threads=1)
+_GROUP_KEYS = {"corpus", "options", "ids", "patterns", "exclude", "count", "seed", "weight"}
+_TOP_KEYS = {"name", "description", "members", "nonmembers", "tokenizer", "sizes", "train", "init_from"}
+
+
+def family_files(zoo_dir: str | Path = ZOO_DIR) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(Path(zoo_dir).glob("*.yaml"))}
+
+
+def _match(doc_id: str, pats: list[str]) -> bool:
+    return any(doc_id == p or fnmatch.fnmatchcase(doc_id, p) for p in pats)
+
+
+def select_group(group: dict, default_seed: int, exclude_ids: set[str] = frozenset(),
+                 family: str = "?") -> list[Document]:
+    """Documents of one selection group (see module docstring), in a deterministic order."""
+    from memlab.data.corpora import load_corpus
+
+    unknown = set(group) - _GROUP_KEYS
+    if unknown or "corpus" not in group:
+        raise ConfigError(f"zoo family {family!r}: a group needs `corpus` and only {sorted(_GROUP_KEYS)}; "
+                          f"got {sorted(group)}")
+    docs = load_corpus(group["corpus"], **dict(group.get("options") or {}))
+    by_id = {d.id: d for d in docs}
+    ids, pats = list(group.get("ids") or []), list(group.get("patterns") or [])
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise ConfigError(f"zoo family {family!r}: unknown {group['corpus']} ids {missing[:3]}")
+    if ids or pats:
+        chosen = [by_id[i] for i in ids] + [d for d in docs if d.id not in set(ids) and _match(d.id, pats)]
+    else:
+        chosen = list(docs)
+    excl = list(group.get("exclude") or [])
+    chosen = [d for d in chosen if d.id not in exclude_ids and not _match(d.id, excl)]
+    if group.get("count") is not None:
+        n = int(group["count"])
+        if n > len(chosen):
+            raise ConfigError(f"zoo family {family!r}: count {n} > {len(chosen)} available documents")
+        rng = random.Random(int(group.get("seed", default_seed)))
+        keep = set(rng.sample(range(len(chosen)), n))
+        chosen = [d for i, d in enumerate(chosen) if i in keep]
+    return chosen
+
+
+@dataclass
+class Family:
+    """One family of tiny models sharing members, nonmembers and tokenizer (see module docstring)."""
+
+    name: str
+    cfg: dict
+    models_dir: Path = MODELS_DIR
+    zoo_dir: Path = ZOO_DIR
+    _groups: list | None = field(default=None, repr=False)
+
+    @property
+    def root(self) -> Path:
+        return self.models_dir / "tiny-neox" / self.name
+
+    @property
+    def sizes(self) -> list[str]:
+        return list(self.cfg["sizes"])
+
+    @property
+    def train_cfg(self) -> dict:
+        return {**TRAIN_DEFAULTS, **(self.cfg.get("train") or {})}
+
+    @property
+    def epochs(self) -> int:
+        return int(self.train_cfg["epochs"])
+
+    def model_dir(self, size: str) -> Path:
+        if size not in self.cfg["sizes"]:
+            raise ConfigError(f"zoo family {self.name!r} has no size {size!r}; sizes: {', '.join(self.sizes)}")
+        return self.root / size
+
+    def checkpoint(self, size: str, epoch: int | str = "final") -> Path:
+        """HF folder of ``size`` after ``epoch`` (1-based) or "final"; raises if not built."""
+        d = self.model_dir(size)
+        path = d / "final" if epoch in ("final", None) else d / f"epoch-{int(epoch):03d}"
+        if epoch not in ("final", None) and not 1 <= int(epoch) <= self.epochs:
+            raise ConfigError(f"zoo family {self.name!r}: epoch must be 1..{self.epochs}, got {epoch}")
+        if not (path / "config.json").exists():
+            raise MissingSourceError(f"model {path} is not built; run `python -m memlab.models.build --only {self.name}`")
+        return path
+
+    def final(self, size: str) -> Path:
+        return self.checkpoint(size, "final")
+
+    def checkpoints(self, size: str) -> dict[int, Path]:
+        return {e: self.checkpoint(size, e) for e in range(1, self.epochs + 1)}
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.root / "tokenizer"
+
+    def is_built(self, size: str | None = None) -> bool:
+        from memlab.models.tiny import is_done
+
+        return all(is_done(self.model_dir(s)) for s in ([size] if size else self.sizes))
+
+    # ---- data ---------------------------------------------------------------------------------------
+    def member_groups(self) -> list[tuple[list[Document], float]]:
+        if self._groups is None:
+            seed = int(self.train_cfg["seed"])
+            groups = []
+            for g in self.cfg.get("members") or []:
+                docs = [dataclasses.replace(d, split="member") for d in select_group(g, seed, family=self.name)]
+                groups.append((docs, float(g.get("weight", 1.0))))
+            if not groups or not any(docs for docs, _ in groups):
+                raise ConfigError(f"zoo family {self.name!r}: `members` selects no documents")
+            self._groups = groups
+        return self._groups
+
+    @cached_property
+    def members(self) -> list[Document]:
+        seen: dict[str, Document] = {}
+        for docs, _w in self.member_groups():
+            for d in docs:
+                seen.setdefault(d.id, d)
+        return list(seen.values())
+
+    @cached_property
+    def nonmembers(self) -> list[Document]:
+        member_ids = {d.id for d in self.members}
+        seed = int(self.train_cfg["seed"])
+        out: dict[str, Document] = {}
+        for g in self.cfg.get("nonmembers") or []:
+            if set(g.get("ids") or []) & member_ids:
+                raise ConfigError(f"zoo family {self.name!r}: ids listed as both member and nonmember: "
+                                  f"{sorted(set(g['ids']) & member_ids)[:3]}")
+            for d in select_group(g, seed, exclude_ids=member_ids, family=self.name):
+                out.setdefault(d.id, dataclasses.replace(d, split="nonmember"))
+        return list(out.values())
+
+    # ---- training -----------------------------------------------------------------------------------
+    def init_dir(self, size: str) -> str | None:
+        init = self.cfg.get("init_from")
+        if not init:
+            return None
+        src = load_family(init["family"], self.zoo_dir, self.models_dir)
+        return str(src.checkpoint(init.get("size", size), init.get("epoch", "final")))
+
+    def spec(self, size: str):
+        from memlab.models.tiny import Arch, TrainSpec
+
+        t = self.train_cfg
+        tok = self.cfg.get("tokenizer") or {}
+        init = self.init_dir(size)
+        arch = None if init else Arch(**{k: int(v) for k, v in self.cfg["sizes"][size].items()})
+        return TrainSpec(member_groups=self.member_groups(), nonmembers=self.nonmembers, arch=arch,
+                         vocab_size=int(tok.get("vocab_size", 2048)), tokenizer_on=tok.get("train_on", "members"),
+                         epochs=int(t["epochs"]), seq_len=int(t["seq_len"]), batch_size=int(t["batch_size"]),
+                         lr=float(t["lr"]), min_lr_ratio=float(t["min_lr_ratio"]),
+                         warmup_steps=int(t["warmup_steps"]), weight_decay=float(t["weight_decay"]),
+                         seed=int(t["seed"]), threads=int(t["threads"]), init_from=init,
+                         meta={"family": self.name, "size": size})
+
+    def build(self, size: str, progress: bool = True) -> Path:
+        """Train one size if missing (resumes a killed build); writes the family-level records too."""
+        import shutil
+
+        from memlab.data.records import write_jsonl
+        from memlab.models.tiny import train
+
+        out = train(self.spec(size), self.model_dir(size), progress=progress)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.tokenizer_dir / "tokenizer.json").exists():
+            tmp = self.root / "tokenizer.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(out / "tokenizer", tmp)
+            tmp.rename(self.tokenizer_dir)
+        for split, docs in (("members", self.members), ("nonmembers", self.nonmembers)):
+            if not (self.root / f"{split}.jsonl").exists():
+                write_jsonl(docs, self.root / f"{split}.jsonl")
+        return out
+
+    def model_cfg(self, size: str, epoch: int | str = "final") -> dict:
+        """A dict with the keys of conf/model/tiny-neox.yaml pointing at one checkpoint."""
+        import yaml
+
+        base = yaml.safe_load((REPO_ROOT / "conf" / "model" / "tiny-neox.yaml").read_text())
+        tag = "final" if epoch in ("final", None) else f"e{int(epoch)}"
+        return {**base, "name": f"tiny-neox-{self.name}-{size}-{tag}", "path": str(self.checkpoint(size, epoch))}
+
+
+def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path = MODELS_DIR) -> Family:
+    import yaml
+
+    files = family_files(zoo_dir)
+    if name not in files:
+        raise ConfigError(f"unknown zoo family {name!r}; families in {zoo_dir}: {', '.join(files) or 'none'}")
+    cfg = yaml.safe_load(files[name].read_text()) or {}
+    unknown = set(cfg) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(f"zoo family {name!r}: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
+    if cfg.get("name", name) != name:
+        raise ConfigError(f"zoo family file {files[name].name}: `name` must equal the file name ({name!r})")
+    if not cfg.get("sizes") and not cfg.get("init_from"):
+        raise ConfigError(f"zoo family {name!r}: `sizes` is required (e.g. s: {{hidden: 64, layers: 2, heads: 2, ffn: 256}})")
+    if cfg.get("init_from") and not cfg.get("sizes"):
+        src = yaml.safe_load(files[cfg["init_from"]["family"]].read_text()) if cfg["init_from"]["family"] in files else None
+        if src is None:
+            raise ConfigError(f"zoo family {name!r}: init_from names unknown family {cfg['init_from']['family']!r}")
+        cfg["sizes"] = dict(src["sizes"])
+    return Family(name=name, cfg=cfg, models_dir=Path(models_dir), zoo_dir=Path(zoo_dir))

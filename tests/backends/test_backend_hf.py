@@ -1,0 +1,170 @@
+"""HFBackend on a real (micro) GPT-NeoX: batching, per-sample seeding, stop strings, chat, scoring, errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from memlab.backends.base import GenerationRequest as Req, Message, render_plain_chat
+from memlab.backends.factory import build_backend
+from memlab.errors import ConfigError, MemlabError
+
+
+def prompts(family, k: int = 6) -> list[str]:
+    """Prompts of different lengths (so batches need padding), from member and nonmember chapters."""
+    docs = family.members + family.nonmembers
+    return [" ".join(docs[i % len(docs)].text.split()[: 3 + 4 * i]) for i in range(k)]
+
+
+def test_batched_greedy_equals_one_at_a_time(micro_family, micro_backend):
+    reqs = [Req(prompt=p, max_new_tokens=24) for p in prompts(micro_family)]
+    batched = micro_backend.generate(reqs)
+    single = [micro_backend.generate([r])[0] for r in reqs]
+    assert [g.samples[0].token_ids for g in batched] == [g.samples[0].token_ids for g in single]
+    assert [g.text for g in batched] == [g.text for g in single]
+    assert all(len(g.samples[0].token_ids) == 24 or g.samples[0].finish_reason == "eos" for g in batched)
+    assert all(g.prompt_tokens > 0 and g.completion_tokens > 0 for g in batched)
+    # greedy: n samples are all the same sample
+    g = micro_backend.generate([Req(prompt=prompts(micro_family)[0], max_new_tokens=8, n=3)])[0]
+    assert len(g.samples) == 3 and len(set(g.texts)) == 1
+
+
+def test_prompt_token_ids_equal_text_prompt(micro_family, micro_backend):
+    p = prompts(micro_family)[2]
+    ids = tuple(micro_backend.tokenizer(p)["input_ids"])
+    a = micro_backend.generate([Req(prompt=p, max_new_tokens=12)])[0]
+    b = micro_backend.generate([Req(prompt_token_ids=ids, max_new_tokens=12)])[0]
+    assert a.samples[0].token_ids == b.samples[0].token_ids and a.prompt_tokens == b.prompt_tokens == len(ids)
+
+
+def test_sampling_depends_only_on_request_seed_and_index(micro_family, micro_backend):
+    ps = prompts(micro_family)
+    target = Req(prompt=ps[1], max_new_tokens=16, temperature=1.0, n=3, seed=11)
+    alone = micro_backend.generate([target])[0]
+    # different batch company, different position, more samples: samples 0..2 unchanged
+    others = [Req(prompt=ps[4], max_new_tokens=16, temperature=0.7, n=2, seed=11), Req(prompt=ps[0])]
+    mixed = micro_backend.generate(others + [target.with_n(5)])[-1]
+    assert mixed.texts[:3] == alone.texts
+    again = micro_backend.generate([target])[0]
+    assert again.texts == alone.texts
+    # samples differ between indices and between seeds (the micro model is not that peaked at T=1)
+    assert len(set(mixed.texts)) > 1
+    other_seed = micro_backend.generate([Req(prompt=ps[1], max_new_tokens=16, temperature=1.0, n=3, seed=12)])[0]
+    assert other_seed.texts != alone.texts
+
+
+def test_top_p_nucleus(micro_family, micro_backend):
+    p = prompts(micro_family)[3]
+    greedy = micro_backend.generate([Req(prompt=p, max_new_tokens=16)])[0]
+    # a nucleus this small holds only the arg-max token: sampling must reproduce greedy decoding
+    narrow = micro_backend.generate([Req(prompt=p, max_new_tokens=16, temperature=1.0, top_p=1e-6, n=2)])[0]
+    assert narrow.texts == [greedy.text] * 2
+    r = Req(prompt=p, max_new_tokens=16, temperature=1.2, top_p=0.9, n=2, seed=5)
+    assert micro_backend.generate([r])[0].texts == micro_backend.generate([r, Req(prompt="And")])[0].texts
+
+
+def test_stop_strings_cut_text_and_stop_early(micro_family, micro_backend):
+    p = prompts(micro_family)[1]
+    full = micro_backend.generate([Req(prompt=p, max_new_tokens=40)])[0].samples[0]
+    words = full.text.split()
+    stop = " " + words[len(words) // 2]  # a word from the middle of the greedy continuation
+    cut = full.text.find(stop)
+    assert cut > 0
+    got = micro_backend.generate([Req(prompt=p, max_new_tokens=40, stop=(stop, "\u2603never"))])[0].samples[0]
+    assert got.text == full.text[:cut]
+    assert got.finish_reason == "stop"
+    assert len(got.token_ids) < len(full.token_ids)  # generation stopped early, not just truncated
+    assert got.token_ids == full.token_ids[: len(got.token_ids)]
+
+
+def test_chat_plain_fallback_and_template(micro_family, micro_backend, templated_dir):
+    msgs = (Message("system", "Answer in the style of the KJV."), Message("user", "Who was Ruth?"))
+    assert not micro_backend.has_chat_template
+    assert micro_backend.render_chat(msgs) == render_plain_chat(msgs)
+    as_chat = micro_backend.generate([Req(messages=msgs, max_new_tokens=10)])[0]
+    as_text = micro_backend.generate([Req(prompt=render_plain_chat(msgs), max_new_tokens=10)])[0]
+    assert as_chat.samples[0].token_ids == as_text.samples[0].token_ids
+
+    templated = build_backend({**micro_family.model_cfg, "path": str(templated_dir), "batch_size": 2})
+    assert templated.has_chat_template
+    rendered = templated.render_chat(msgs)
+    assert rendered == "<system>Answer in the style of the KJV.\n<user>Who was Ruth?\n<assistant>"
+    forced = build_backend({**micro_family.model_cfg, "path": str(templated_dir), "chat_template": "none"})
+    assert not forced.has_chat_template and forced.render_chat(msgs) == render_plain_chat(msgs)
+    # same weights in both folders, and the template is hashed into the revision
+    assert templated.revision != micro_backend.revision
+
+
+def test_score_shapes_and_batching(micro_family, micro_backend):
+    texts = [d.text[:300] for d in micro_family.members[:3]] + ["In the beginning", "x"]
+    batched = micro_backend.score(texts)
+    single = [micro_backend.score([t])[0] for t in texts]
+    for t, s, one in zip(texts, batched, single):
+        n = len(micro_backend.tokenizer(t)["input_ids"])
+        assert len(s.token_ids) == len(s.logprobs) == len(s.vocab_mean) == len(s.vocab_std) == n
+        assert math.isnan(s.logprobs[0]) and math.isnan(s.vocab_mean[0])
+        assert all(lp <= 0 for lp in s.logprobs[1:]) and all(sd >= 0 for sd in s.vocab_std[1:])
+        assert all(mu <= 0 for mu in s.vocab_mean[1:])
+        assert s.token_ids == one.token_ids
+        assert torch.allclose(torch.tensor(s.logprobs[1:]), torch.tensor(one.logprobs[1:]), atol=1e-4)
+    # members (trained on) score higher than held-out chapters
+    mem = micro_backend.score([d.text[:400] for d in micro_family.members])
+    non = micro_backend.score([d.text[:400] for d in micro_family.nonmembers])
+    mean = lambda ss: sum(sum(s.logprobs[1:]) / (len(s.logprobs) - 1) for s in ss) / len(ss)  # noqa: E731
+    assert mean(mem) > mean(non)
+
+
+def test_score_agrees_with_generation_logprobs(micro_family, micro_backend):
+    """log p of each generated token, from HF generate's own logits, equals score() of prompt + completion."""
+    p = prompts(micro_family)[2]
+    ids = micro_backend.tokenizer(p, return_tensors="pt")["input_ids"]
+    out = micro_backend.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
+                                       do_sample=False, output_logits=True, return_dict_in_generate=True,
+                                       pad_token_id=micro_backend.pad_token_id)
+    new = out.sequences[0, ids.shape[1]:].tolist()
+    gen_lp = [torch.log_softmax(step[0].double(), -1)[t].item() for step, t in zip(out.logits, new)]
+    scored = micro_backend.score_token_ids([ids[0].tolist() + new])[0]
+    assert scored.logprobs[ids.shape[1]:] == pytest.approx(gen_lp, abs=1e-4)
+    # and the backend's own greedy generation produced the same tokens
+    assert micro_backend.generate([Req(prompt=p, max_new_tokens=12)])[0].samples[0].token_ids == new[:12]
+    # vocab_mean is an expectation of log-probs: never above the max log-prob, which greedy took
+    assert all(m <= lp + 1e-9 for m, lp in zip(scored.vocab_mean[ids.shape[1]:], gen_lp))
+
+
+def test_zero_new_tokens_and_progress(micro_backend):
+    g = micro_backend.generate([Req(prompt="And", max_new_tokens=0)], progress=True)[0]
+    assert g.text == "" and g.samples[0].token_ids == [] and g.samples[0].finish_reason == "length"
+
+
+def test_config_errors_are_one_line(micro_family, tmp_path, monkeypatch):
+    with pytest.raises(MemlabError, match="make models") as e:
+        build_backend({**micro_family.model_cfg, "path": str(tmp_path / "nope")})
+    assert "\n" not in str(e.value)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    with pytest.raises(MemlabError, match="make models"):  # relative path under an existing folder: local
+        build_backend({**micro_family.model_cfg, "path": "models/smollm2-135m-instruct"})
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(MemlabError, match="hub is offline") as e:
+        build_backend({"backend": "hf", "path": "EleutherAI/pythia-160m", "revision": "step143000"})
+    assert "\n" not in str(e.value) and "local model folder" in str(e.value)
+    with pytest.raises(ConfigError, match="model.backend"):
+        build_backend({"backend": "vllm-native", "name": "x"})
+    with pytest.raises(ConfigError, match="dtype"):
+        build_backend({**micro_family.model_cfg, "dtype": "float13"})
+
+
+def test_factory_accepts_omegaconf_and_cache_null(micro_family, tmp_path):
+    from omegaconf import OmegaConf
+
+    from memlab.backends.cache import CachedBackend
+    from memlab.backends.hf import HFBackend
+
+    node = OmegaConf.create({"model": micro_family.model_cfg, "cache": {"name": None, "path": "x"}})
+    assert isinstance(build_backend(node.model, None), HFBackend)
+    assert isinstance(build_backend(node.model, node.cache), HFBackend)
+    cached = build_backend(node.model, {"name": "sqlite", "path": str(tmp_path / "c.sqlite")})
+    assert isinstance(cached, CachedBackend) and cached.tokenizer is cached.inner.tokenizer
+    assert len(cached.revision) == 12

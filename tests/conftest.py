@@ -1,0 +1,100 @@
+"""Shared test fixtures: offline environment, the repository root, and ``micro_family``.
+
+``micro_family`` is a micro GPT-NeoX (Pythia architecture, ~0.5 M parameters, vocab 512) trained by
+:mod:`memlab.models.tiny` on four KJV chapters (members) with four other chapters held out (nonmembers).
+It is cached in ``<repo>/.cache/test-models/<fingerprint of its spec>/`` so reruns are instant; a file lock
+makes parallel first use (pytest-xdist, two sessions) safe: one process trains, the others wait and reuse.
+Trained for 40 epochs: members reach ~50 % exact 32-token greedy continuation, nonmembers 0 %.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# Offline and single-threaded before anything imports torch / transformers / wandb.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+try:  # the package is normally installed editable; this keeps a bare checkout testable too
+    import memlab  # noqa: F401
+except ImportError:  # pragma: no cover
+    sys.path.insert(0, str(REPO_ROOT / "lib"))
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+# The micro model: members / nonmembers are KJV chapters (ids from memlab.data.kjv).
+MICRO_MEMBERS = ("kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2", "kjv/chapter/Ruth/3", "kjv/chapter/Ruth/4")
+MICRO_NONMEMBERS = ("kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2", "kjv/chapter/Jonah/3", "kjv/chapter/Jonah/4")
+MICRO_TRAIN = dict(vocab_size=512, epochs=40, seq_len=64, batch_size=8, lr=1e-2, warmup_steps=5, seed=0)
+MICRO_ARCH = dict(hidden=128, layers=2, heads=4, ffn=512)
+
+
+@dataclass
+class MicroFamily:
+    """A trained micro model with its exact training record (see module docstring)."""
+
+    root: Path
+    final_dir: Path
+    checkpoints: dict[int, Path]
+    tokenizer_dir: Path
+    members: list  # list[Document], split="member"
+    nonmembers: list  # list[Document], split="nonmember"
+    model_cfg: dict  # keys of conf/model/tiny-neox.yaml; path = final_dir
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+def _model_cfg_template() -> dict:
+    import yaml
+
+    cfg = yaml.safe_load((REPO_ROOT / "conf" / "model" / "tiny-neox.yaml").read_text())
+    return dict(cfg)
+
+
+def build_micro_family(cache_root: Path | None = None) -> MicroFamily:
+    """Train (once, cached) and return the micro family. Usable outside pytest too."""
+    from filelock import FileLock
+
+    from memlab.data.corpora import load_corpus
+    from memlab.models.tiny import Arch, TrainSpec, finished_epochs, train
+
+    chapters = {d.id: d for d in load_corpus("kjv", unit="chapter")}
+    members = [dataclasses.replace(chapters[i], split="member") for i in MICRO_MEMBERS]
+    nonmembers = [dataclasses.replace(chapters[i], split="nonmember") for i in MICRO_NONMEMBERS]
+    spec = TrainSpec(member_groups=[(members, 1.0)], nonmembers=nonmembers, arch=Arch(**MICRO_ARCH),
+                     threads=1, meta={"family": "micro", "size": "micro"}, **MICRO_TRAIN)
+    cache_root = cache_root or REPO_ROOT / ".cache" / "test-models"
+    cache_root.mkdir(parents=True, exist_ok=True)
+    key = spec.fingerprint()[:16]
+    out = cache_root / key
+    with FileLock(str(cache_root / f"{key}.lock")):
+        train(spec, out, progress=False)  # a no-op when done; resumes a killed build
+    model_cfg = _model_cfg_template()
+    model_cfg.update(name=f"micro-neox-{key}", path=str(out / "final"), gguf_file=None, threads=1)
+    return MicroFamily(root=out, final_dir=out / "final",
+                       checkpoints={e: out / f"epoch-{e:03d}" for e in finished_epochs(out)},
+                       tokenizer_dir=out / "tokenizer", members=members, nonmembers=nonmembers,
+                       model_cfg=model_cfg)
+
+
+@pytest.fixture(scope="session")
+def micro_family() -> MicroFamily:
+    return build_micro_family()

@@ -1,0 +1,92 @@
+"""Every experiment composes; bad names fail with one line; dvc.yaml is generated from conf/."""
+
+import subprocess
+import sys
+
+import pytest
+
+from memlab.config import compose, experiment_names, repo_root
+from memlab.errors import ConfigError
+from memlab.run import run_key
+
+EXPERIMENTS = experiment_names()
+
+
+def test_there_are_experiments():
+    assert "memorization_curve" in EXPERIMENTS
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+@pytest.mark.parametrize("profile", ["embedded", "full"])
+def test_every_experiment_composes(name, profile):
+    cfg = compose(name, [f"profile={profile}"])
+    assert cfg.experiment_name == name
+    assert (repo_root() / "notebooks" / cfg.notebook).exists()
+    assert cfg.paths.root == str(repo_root())
+    assert "params" in cfg
+
+
+def test_unknown_experiment_is_one_line():
+    with pytest.raises(ConfigError) as err:
+        compose("no_such_experiment")
+    assert "\n" not in str(err.value) and "known:" in str(err.value)
+
+
+def test_logger_and_cache_can_be_null():
+    cfg = compose("memorization_curve", ["logger=null", "cache=null"])
+    assert cfg.get("logger") is None and cfg.get("cache") is None
+
+
+def test_run_key_contains_every_override():
+    assert run_key([]) == "default"
+    assert run_key(["params.n=5", "model=smollm2-135m-instruct", "experiment=x", "logger=null"]) == \
+        "model=smollm2-135m-instruct,n=5"
+    assert run_key(["paths.results=/a/b", "cache=null"]) == "default"
+    assert "/" not in run_key(["params.dir=/a/b"])
+    long_a, long_b = run_key([f"params.x={'a' * 200}1"]), run_key([f"params.x={'a' * 200}2"])
+    assert long_a != long_b and len(long_a) <= 160
+
+
+def _cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "memlab.run", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=repo_root())
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["experiment=nope"], "unknown experiment 'nope'"),
+    (["experiment=memorization_curve", "model=nope"], "unknown model 'nope'"),
+    ([], "no experiment given"),
+])
+def test_cli_bad_names_one_line(args, needle):
+    r = _cli(*args)
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_malformed_override_one_line():
+    r = _cli("experiment=memorization_curve", "seed=[unclosed")
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+
+
+def test_dvc_yaml_is_generated_from_conf():
+    r = subprocess.run([sys.executable, "-m", "memlab.pipeline", "--check"], capture_output=True, text=True,
+                       cwd=repo_root())
+    assert r.returncode == 0, r.stderr
+
+
+def test_dvc_stage_deps_cover_conf_files():
+    import yaml
+
+    stages = yaml.safe_load((repo_root() / "dvc.yaml").read_text())["stages"]
+    for name in EXPERIMENTS:
+        deps = stages[f"exp-{name}"]["deps"]
+        assert f"conf/experiment/{name}.yaml" in deps
+        assert "conf/config.yaml" in deps
+        assert any(d.startswith("conf/model/") for d in deps)
+
+
+def test_dvc_analytics_off_in_committed_config():
+    text = (repo_root() / ".dvc" / "config").read_text()
+    assert "analytics = false" in text

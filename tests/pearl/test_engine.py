@@ -1,0 +1,80 @@
+"""PEARL end to end on the micro model (exact membership known): batched, seeded, one-line bad input."""
+
+import numpy as np
+import pytest
+
+from memlab.backends.factory import build_backend
+from memlab.errors import MemlabError
+from memlab.methods.pearl.engine import PearlConfig, input_similarity, results_frame, run_pearl
+
+PARAMS = {"task": {"max_input_words": 40, "max_new_tokens": 12}, "samples": 3, "temperature": 0.7,
+          "verbatim_words": 8}
+
+
+@pytest.fixture(scope="module")
+def backend(micro_family):
+    return build_backend({**micro_family.model_cfg, "batch_size": 64}, None)
+
+
+@pytest.fixture(scope="module")
+def cfg(repo_root):
+    return PearlConfig.from_dict({**PARAMS, "task": {**PARAMS["task"],
+                                                     "prompts_dir": str(repo_root / "prompts" / "pearl")}})
+
+
+@pytest.fixture(scope="module")
+def results(backend, micro_family, cfg):
+    return run_pearl(backend, micro_family.members + micro_family.nonmembers, cfg)
+
+
+def test_shapes_and_definitions(results, cfg):
+    assert len(results) == 8
+    for r in results:
+        assert r.levels == [0, 1, 2, 3, 4, 5] and len(r.perf) == 6
+        assert all(len(s) == 3 for s in r.perf_samples)
+        assert np.allclose(r.perf, [np.mean(s) for s in r.perf_samples])
+        assert r.sensitivity == pytest.approx(max(a - b for a, b in zip(r.perf, r.perf[1:])))
+        assert r.memorized == (r.sensitivity > cfg.alpha)
+    df = results_frame(results)
+    assert {"sensitivity", "gfd", "perf_k0", "perf_k5"} <= set(df.columns)
+
+
+def test_members_are_recalled_better_than_nonmembers(results):
+    """A trained-to-recall model completes its training text better (X_0) than held-out text."""
+    mem = [r for r in results if r.split == "member"]
+    non = [r for r in results if r.split == "nonmember"]
+    assert np.mean([r.perf[0] for r in mem]) > np.mean([r.perf[0] for r in non]) + 0.1
+    assert np.mean([r.verbatim for r in mem]) > np.mean([r.verbatim for r in non])
+
+
+def test_deterministic_and_batch_independent(backend, micro_family, cfg, results):
+    again = run_pearl(backend, micro_family.members[:2], cfg)
+    for a, b in zip(again, results[:2]):
+        assert a.perf == pytest.approx(b.perf, abs=1e-9) and a.sensitivity == pytest.approx(b.sensitivity)
+
+
+def test_summarization_reference_is_greedy_unperturbed_output(backend, micro_family, cfg):
+    s = cfg.replace(task={"name": "text_summarization"}, samples=2)
+    res = run_pearl(backend, micro_family.members[:1], s, keep_outputs=True)
+    assert len(res[0].outputs) == 6 and len(res[0].outputs[0]) == 2
+    assert all(0.0 <= x <= 1.0 for x in res[0].perf)
+
+
+def test_input_similarity_decreases_with_level(micro_family, cfg):
+    rows = input_similarity(micro_family.members, cfg)
+    by_level = {}
+    for r in rows:
+        by_level.setdefault(r["level"], []).append(r["rouge_l_f1"])
+    means = [np.mean(by_level[k]) for k in sorted(by_level)]
+    assert means[0] == 1.0 and all(a >= b for a, b in zip(means, means[1:])) and means[-1] < 1.0
+
+
+def test_bad_input_one_line(backend, micro_family, cfg):
+    with pytest.raises(MemlabError, match="i ≥ 1"):
+        PearlConfig.from_dict({"samples": 0})
+    with pytest.raises(MemlabError):
+        run_pearl(backend, [], cfg)
+    short = micro_family.members[0].__class__(id="short", text="word", source="test", licence="none")
+    with pytest.raises(MemlabError) as e:
+        run_pearl(backend, [short], cfg)
+    assert "\n" not in str(e.value)

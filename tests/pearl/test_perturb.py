@@ -1,0 +1,109 @@
+"""Perturbations σ(k): exact intensity, nesting, seeding, bad input (seed 001 §3.1, seed 003 §3)."""
+
+import pytest
+
+from memlab.errors import ConfigError, MemlabError, MissingSourceError
+from memlab.methods.pearl.perturb import (PerturbationConfig, Perturber, bit_flip_all, derive_seed, n_flips,
+                                          synonym_substitute_all)
+
+TEXT = ("Then Naomi her mother in law said unto her, My daughter, shall I not seek rest for thee, "
+        "that it may be well with thee? And now is not Boaz of our kindred, with whose maidens thou wast?")
+
+
+class FakeSynonyms:
+    table = {"daughter": ("girl",), "rest": ("ease", "quiet"), "seek": ("search",), "well": ("good",),
+             "kindred": ("kin", "family"), "maidens": ("girls",), "mother": ("parent",)}
+
+    def synonyms(self, word):
+        return self.table.get(word.lower(), ())
+
+
+def _diff_bytes(a: str, b: str) -> int:
+    x, y = a.encode(), b.encode()
+    assert len(x) == len(y)
+    return sum(p != q for p, q in zip(x, y))
+
+
+def test_bitflip_changes_exactly_m_bytes_one_bit_each():
+    cfg = PerturbationConfig(kind="bitflip", rate=0.01)
+    out = bit_flip_all(TEXT, cfg, seed=7)
+    n = len(TEXT.encode())
+    assert out[0].text == TEXT and out[0].n_changed == 0
+    for p in out[1:]:
+        m = max(1, int(p.level * 0.01 * n + 0.5))
+        assert p.n_changed == m == n_flips(n, p.level, cfg)
+        assert _diff_bytes(TEXT, p.text) == m
+        for a, b in zip(TEXT.encode(), p.text.encode()):
+            assert bin(a ^ b).count("1") in (0, 1)
+        assert all(0x20 <= c <= 0x7E for c in p.text.encode() if c not in TEXT.encode())
+
+
+def test_bit_unit_flips_k_percent_of_bits():
+    cfg = PerturbationConfig(kind="bitflip", unit="bit", rate=0.01)
+    n = len(TEXT.encode())
+    out = bit_flip_all(TEXT, cfg, seed=1)
+    assert [p.n_changed for p in out] == [0] + [int(k * 0.01 * 8 * n + 0.5) for k in range(1, 6)]
+
+
+def test_levels_are_nested_and_monotone():
+    for p_all in (bit_flip_all(TEXT, PerturbationConfig(), seed=3),
+                  synonym_substitute_all(TEXT, PerturbationConfig(kind="synonym"), 3, FakeSynonyms())):
+        changed = [p.n_changed for p in p_all]
+        assert changed == sorted(changed)
+    # nesting for bit flips: every byte changed at level k is changed the same way at level k+1
+    out = bit_flip_all(TEXT, PerturbationConfig(), seed=3)
+    for lo, hi in zip(out, out[1:]):
+        for o, a, b in zip(TEXT.encode(), lo.text.encode(), hi.text.encode()):
+            if a != o:
+                assert b == a
+
+
+def test_seeded_and_seed_sensitive():
+    cfg = PerturbationConfig()
+    a, b, c = (bit_flip_all(TEXT, cfg, s) for s in (5, 5, 6))
+    assert [p.text for p in a] == [p.text for p in b]
+    assert [p.text for p in a] != [p.text for p in c]
+    assert derive_seed(0, "x") == derive_seed(0, "x") != derive_seed(1, "x")
+
+
+def test_synonym_substitution_replaces_k_words_keeping_case():
+    cfg = PerturbationConfig(kind="synonym")
+    out = synonym_substitute_all(TEXT, cfg, 11, FakeSynonyms())
+    for p in out:
+        assert p.n_changed == p.level
+        changed = [(a, b) for a, b in zip(TEXT.split(), p.text.split()) if a != b]
+        assert len(changed) == p.level or len(TEXT.split()) != len(p.text.split())
+    cap = synonym_substitute_all("Daughter REST well", PerturbationConfig(kind="synonym"), 0, FakeSynonyms())
+    assert cap[-1].n_changed == 3  # capped at the number of candidate words
+    assert cap[-1].text.split()[0] == "Girl" and cap[-1].text.split()[1] in ("EASE", "QUIET")
+
+
+def test_bad_input_is_one_line():
+    p = Perturber(PerturbationConfig())
+    with pytest.raises(MemlabError) as e:
+        p(TEXT, 6, seed=0)
+    assert "\n" not in str(e.value) and "levels" in str(e.value)
+    with pytest.raises(MemlabError):
+        p("   ", 1, seed=0)
+    with pytest.raises(ConfigError):
+        PerturbationConfig(levels=(1, 2, 3))
+    with pytest.raises(ConfigError):
+        PerturbationConfig(kind="shuffle")
+
+
+def test_wordnet_missing_is_one_line(tmp_path):
+    p = Perturber(PerturbationConfig(kind="synonym", nltk_data=str(tmp_path / "nltk"),
+                                     wordnet_source=str(tmp_path / "nowhere")))
+    with pytest.raises(MissingSourceError) as e:
+        p(TEXT, 1, seed=0)
+    assert "\n" not in str(e.value) and "wordnet-base" in str(e.value)
+
+
+def test_real_wordnet_synonyms(tmp_path_factory, repo_root):
+    p = Perturber(PerturbationConfig(kind="synonym", nltk_data=str(repo_root / ".cache" / "nltk_data")))
+    syn = p.synonyms.synonyms("silence")
+    assert "quiet" in syn and "silence" not in syn
+    assert "enemy" not in p.synonyms.synonyms("enemies")  # inflections are not synonyms
+    out = p.all_levels(TEXT, seed=0)
+    assert [q.n_changed for q in out] == [0, 1, 2, 3, 4, 5]
+    assert out[0].text == TEXT and out[5].text != TEXT

@@ -1,0 +1,71 @@
+"""The study helpers behind the notebooks, on the micro model and on hand-made frames."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memlab.backends.factory import build_backend
+from memlab.config import compose
+from memlab.errors import MemlabError
+from memlab.methods.pearl import studies as st
+from memlab.methods.pearl.engine import PearlConfig
+
+PEARL_EXPERIMENTS = ["pearl_calibration", "pearl_epochs", "pearl_sizes", "pearl_mia", "pearl_wild"]
+
+
+@pytest.mark.parametrize("name", PEARL_EXPERIMENTS)
+@pytest.mark.parametrize("profile", ["embedded", "full"])
+def test_experiment_params_build_a_valid_pearl_config(name, profile):
+    cfg = compose(name, [f"profile={profile}"])
+    pc = PearlConfig.from_dict(cfg.params.pearl, seed=cfg.seed)
+    assert pc.perturbation.levels == (0, 1, 2, 3, 4, 5) and pc.samples >= 1
+    assert (cfg.paths.root and pc.task.prompts_dir.endswith("prompts/pearl"))
+
+
+def test_sample_docs_is_seeded_and_filters(micro_family):
+    docs = micro_family.members + micro_family.nonmembers
+    a = st.sample_docs(docs, 3, seed=1, min_words=10)
+    assert [d.id for d in a] == [d.id for d in st.sample_docs(docs, 3, seed=1, min_words=10)]
+    assert all(d.split in ("member", "nonmember") for d in a)
+    with pytest.raises(MemlabError):
+        st.sample_docs(docs, 100, seed=0)
+    with pytest.raises(MemlabError):
+        st.sample_docs(docs, 1, seed=0, min_words=10**6)
+
+
+def _frame():
+    return pd.DataFrame({
+        "split": ["member"] * 4 + ["nonmember"] * 4,
+        "kind": ["bitflip"] * 8,
+        "sensitivity": [0.5, 0.3, 0.1, 0.05, 0.2, 0.02, 0.01, 0.0],
+        "gfd": [0.6, 0.4, 0.2, 0.0, 0.2, 0.0, 0.0, 0.0],
+    })
+
+
+def test_tables_from_a_known_frame():
+    df = _frame()
+    f = st.flag_table(df, [0.1, 0.25], by=["split"])
+    got = {(r.split, r.alpha): r.flagged for r in f.itertuples()}
+    assert got == {("member", 0.1): 2, ("member", 0.25): 2, ("nonmember", 0.1): 1, ("nonmember", 0.25): 0}
+    fpr = st.fpr_table(df[df.split == "nonmember"], [0.0, 0.1], by=["kind"])
+    assert fpr[(fpr.score == "sensitivity")].fpr.tolist() == [0.75, 0.25]
+    cal = st.calibration_table(df, [0.25], by=["kind"], scores=["sensitivity"])
+    assert cal.alpha.iloc[0] == pytest.approx(0.02) and cal.fpr.iloc[0] == 0.25
+    assert cal.others_flagged_share.iloc[0] == 1.0
+    df["member"] = (df.split == "member").astype(int)
+    det = st.detection_table(df, "member", ["sensitivity"], {"sensitivity": 0.1})
+    assert det.auc.iloc[0] == pytest.approx(14 / 16) and det.precision.iloc[0] == pytest.approx(2 / 3)
+    assert det.recall.iloc[0] == pytest.approx(0.5)
+    df["a"], df["b"] = df.sensitivity > 0.1, df.gfd > 0.1
+    ov = st.overlap_table(df, "a", "b", by=["split"])
+    assert ov[ov.split == "member"].both_pct.iloc[0] == 50.0
+    assert list(st.thresholds({"start": 0, "stop": 0.1, "step": 0.05})) == [0.0, 0.05, 0.1]
+
+
+def test_mia_frame_on_micro_model(micro_family):
+    be = build_backend(micro_family.model_cfg, None)
+    df = st.mia_frame(be, micro_family.members + micro_family.nonmembers, max_words=60, epoch=3)
+    assert len(df) == 8 and (df.epoch == 3).all()
+    assert np.allclose(df.ppl, -df.perplexity)
+    mem, non = df[df.split == "member"], df[df.split == "nonmember"]
+    assert mem.loss.mean() > non.loss.mean()  # higher = more likely member: training text has lower NLL

@@ -1,0 +1,30 @@
+"""Hybrid memorization score (seed 000 eq. 1) and the Parrot masked LM."""
+
+import math
+
+import pytest
+
+from memlab.data.corpora import load_corpus
+from memlab.methods.recap.memscore import Parrot, ParrotConfig, hybrid_score, inverse_loss
+
+
+def test_published_coefficients():
+    assert inverse_loss(0.01) == 1.0 and inverse_loss(8.0) == 0.0 and inverse_loss(100) == 0.0
+    assert inverse_loss(4.005) == pytest.approx(0.5)
+    # z = 4·inv + 4.5·R + 1.5·cos − 5
+    assert hybrid_score(0.01, 1.0, 1.0) == pytest.approx(1 / (1 + math.exp(-(4 + 4.5 + 1.5 - 5))))
+    assert hybrid_score(8.0, 0.0, 0.0) == pytest.approx(1 / (1 + math.exp(5)))
+    assert hybrid_score(4.005, 0.5, 0.5) == pytest.approx(1 / (1 + math.exp(-(2 + 2.25 + 0.75 - 5))))
+
+
+def test_parrot_prefers_the_book_and_caches(tmp_path):
+    ruth = [d.text for d in load_corpus("kjv", unit="chapter") if d.id.startswith("kjv/chapter/Ruth/")]
+    book = "\n\n".join(ruth[:2])
+    cfg = ParrotConfig(max_epochs=25, hidden=64, layers=2, heads=2, chunk_tokens=64, stride=32)
+    p = Parrot(book, cfg, tmp_path)
+    inside = p.mlm_loss(ruth[0][:600])
+    outside = p.mlm_loss("Quarterly revenue grew by nine percent while the software division shipped new cloud servers.")
+    assert inside < outside
+    assert p.mlm_loss(ruth[0][:600]) == inside  # masks are seeded: the value is fixed
+    again = Parrot(book, cfg, tmp_path)  # loaded from the cache, not retrained
+    assert again.mlm_loss(ruth[0][:600]) == pytest.approx(inside)
