@@ -41,14 +41,15 @@ def _pick_model() -> tuple[str, dict]:
     raise FileNotFoundError("no model for the backend benchmark: run `make models` (or `make test` once)")
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, model_path: str | None = None) -> dict:
+    """``model_path`` (a folder or .gguf file) overrides the automatic choice."""
     import torch
 
     from memlab.backends.base import GenerationRequest
     from memlab.backends.factory import build_backend
 
     torch.set_num_threads(1)
-    name, where = _pick_model()
+    name, where = (Path(model_path).name, {"path": model_path}) if model_path else _pick_model()
     prompts = PROMPTS[:4] if quick else PROMPTS
     max_new = 16 if quick else 32
     cfg = {"name": name, "backend": "hf", "revision": "auto", "device": "cpu", "dtype": "float32",
@@ -91,4 +92,5 @@ if __name__ == "__main__":
     import json
     import sys
 
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    print(json.dumps(run(quick="--quick" in sys.argv, model_path=paths[0] if paths else None), indent=1))

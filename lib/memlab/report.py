@@ -49,7 +49,7 @@ class Report:
 
     @property
     def seed(self) -> int:
-        return int(self.cfg.seed)
+        return positive_int(self.cfg.seed, "seed", allow_zero=True)
 
     @property
     def paths(self) -> DictConfig:
@@ -64,7 +64,7 @@ class Report:
             import torch
 
             torch.manual_seed(self.seed)
-            threads = int(self.cfg.get("model", {}).get("threads", 1) or 1)
+            threads = positive_int(self.cfg.get("model", {}).get("threads", 1) or 1, "model.threads")
             torch.set_num_threads(threads)
         except ImportError:  # torch is a dependency, but a metrics-only report needn't fail without it
             pass
@@ -137,6 +137,19 @@ class Report:
             return text
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         return f"[redacted: {len(text)} chars, sha256 {digest}]"
+
+
+def positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
+    """``value`` as an int >= 1 (>= 0 with allow_zero), else a one-line ConfigError naming the key."""
+    try:
+        n = int(value)
+        if isinstance(value, float) and n != value:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if n < (0 if allow_zero else 1):
+        raise ConfigError(f"{name} must be >= {0 if allow_zero else 1}, got {n}")
+    return n
 
 
 def _safe(name: str) -> str:

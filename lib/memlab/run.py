@@ -95,8 +95,12 @@ def _resolve(cfg: DictConfig) -> dict:
 
 
 def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
+    import logging
+
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    logging.getLogger("papermill").setLevel(logging.WARNING)
 
     try:
         pm.execute_notebook(str(nb_in), str(nb_out), parameters={"cfg": resolved}, kernel_name="python3",
@@ -166,7 +170,20 @@ def main() -> None:
 
 
 def _precheck(argv: list[str]) -> None:
-    """Catch the common mistakes before Hydra prints a long error: unknown experiment/model names."""
+    """Catch the common mistakes before Hydra prints a long error: malformed overrides, unknown names."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-"):
+            continue
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as err:
+            print(f"memlab: error: malformed override '{arg}': {str(err).splitlines()[0]} "
+                  "(syntax: key=value, sweeps key=a,b; quote values with special characters)", file=sys.stderr)
+            sys.exit(2)
     groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     for arg in argv:
         if "=" not in arg or arg.startswith(("-", "hydra.", "+", "~")):

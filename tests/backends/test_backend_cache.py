@@ -25,7 +25,9 @@ def test_hits_keys_and_sample_reuse(micro_family, micro_backend, tmp_path):
     sampled = Req(prompt=p, max_new_tokens=8, temperature=1.0, n=2, seed=1)
     first = cache.generate([greedy, sampled])
     assert not any(g.cached for g in first) and cache.misses == 3  # greedy stores sample 0 only
+    used = cache.usage.requests
     again = cache.generate([greedy, sampled])
+    assert cache.usage.requests == used  # hits cost nothing
     assert all(g.cached for g in again) and [g.texts for g in again] == [g.texts for g in first]
     assert cache.hits == 3 and cache.misses == 3
     # more samples of the same request: samples 0, 1 come from the cache, only 2, 3 are computed
@@ -155,9 +157,13 @@ def test_resume_after_sigkill_repeats_no_finished_sample(micro_family, micro_bac
                                                         os.environ.get("PYTHONPATH", "")])}
 
     def start(log: str, out: str, delay: str):
+        err = open(tmp_path / f"{log}.stderr", "w")  # a file, not a pipe: a full pipe would block the child
         return subprocess.Popen([sys.executable, str(script), cfg, str(db), str(tmp_path / "reqs.json"),
                                  str(tmp_path / log), str(tmp_path / out), delay], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+    def stderr(log: str) -> str:
+        return (tmp_path / f"{log}.stderr").read_text()[-2000:]
 
     keyer = CachedBackend(micro_backend, tmp_path / "keys-only.sqlite")
     all_keys = {keyer.generation_key(j.request, j.index) for j in expand(reqs)}
@@ -166,7 +172,7 @@ def test_resume_after_sigkill_repeats_no_finished_sample(micro_family, micro_bac
     proc = start("log1", "out1.json", "0.15")
     deadline = time.monotonic() + 120
     while len(_lines(tmp_path / "log1")) < 6:
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert proc.poll() is None, stderr("log1")
         assert time.monotonic() < deadline, "the cached run never got going"
         time.sleep(0.02)
     os.kill(proc.pid, signal.SIGKILL)
@@ -178,8 +184,7 @@ def test_resume_after_sigkill_repeats_no_finished_sample(micro_family, micro_bac
     assert 6 <= len(committed) < len(all_keys)
 
     proc = start("log2", "out2.json", "0")
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err.decode()[-2000:]
+    assert proc.wait(timeout=300) == 0, stderr("log2")
     recomputed = _lines(tmp_path / "log2")
     assert not set(recomputed) & committed  # no finished sample computed twice
     assert sorted(recomputed) == sorted(all_keys - committed)

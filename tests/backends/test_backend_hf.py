@@ -34,9 +34,13 @@ def test_batched_greedy_equals_one_at_a_time(micro_family, micro_backend):
 def test_prompt_token_ids_equal_text_prompt(micro_family, micro_backend):
     p = prompts(micro_family)[2]
     ids = tuple(micro_backend.tokenizer(p)["input_ids"])
+    before = (micro_backend.usage.requests, micro_backend.usage.prompt_tokens)
     a = micro_backend.generate([Req(prompt=p, max_new_tokens=12)])[0]
     b = micro_backend.generate([Req(prompt_token_ids=ids, max_new_tokens=12)])[0]
     assert a.samples[0].token_ids == b.samples[0].token_ids and a.prompt_tokens == b.prompt_tokens == len(ids)
+    # local usage accounting (cost 0): one request per computed sample
+    assert (micro_backend.usage.requests, micro_backend.usage.prompt_tokens) == (before[0] + 2,
+                                                                               before[1] + 2 * len(ids))
 
 
 def test_sampling_depends_only_on_request_seed_and_index(micro_family, micro_backend):

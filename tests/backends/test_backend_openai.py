@@ -16,7 +16,6 @@ from memlab.backends.factory import build_backend
 from memlab.errors import BackendError, MemlabError
 
 
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -39,8 +39,12 @@ def test_preset_composes_and_builds(preset, monkeypatch):
     else:
         assert model.backend == "hf"
         path = Path(str(model.path))
-        if path.exists() or (model.gguf_file and (path / str(model.gguf_file)).exists()):
-            pytest.skip(f"{preset}: the model is built locally; loading it is covered elsewhere")
+        if path.is_dir():  # built locally: check its config loads (loading weights is for bench_backends)
+            from transformers import AutoConfig
+
+            kwargs = {"gguf_file": str(model.gguf_file)} if model.gguf_file else {}
+            assert AutoConfig.from_pretrained(str(path), **kwargs).model_type
+            return
         with pytest.raises(MemlabError) as err:  # not built yet, or a hub id while the hub is offline
             build_backend(model)
         assert "\n" not in str(err.value)

@@ -126,3 +126,12 @@ def test_feedback_leak_guard_regenerates_and_sanitizes():
 def test_parse_json():
     assert parse_json('noise {"a": 1} noise') == {"a": 1}
     assert parse_json('```json\n[1, 2]\n```') == [1, 2]
+
+
+def test_verifier_prompt_echo_is_not_an_attempt():
+    prompt = ("This is a recall exercise about \"The Keeper\". Section: Chapter 1, part 1\nCharacters: Ilse\n"
+              "What happens:\n- Beginning: involves Ilse; topics: lamp, reef, ships\nOpening line: The old keeper.")
+    echo = "Chapter 1, part 1 Characters: Ilse What happens: Beginning: involves Ilse; topics: lamp, reef, ships"
+    v = VerbatimVerifier()
+    out = v.verify([echo, REF], "The Keeper", [prompt, prompt], ["The old keeper.", "The old keeper."])
+    assert [(x.blocked, x.reason) for x in out] == [(True, "prompt_echo"), (False, "ok")]

@@ -148,3 +148,16 @@ def test_truncated_store_line_is_redone(hf, books, tmp_path):
         f.write('{"target": "micro", "book_id": "ruth", "eve')  # a line cut by a kill
     again = ResultStore(tmp_path / "events.jsonl")
     assert len(again.rows()) == len(recs)
+
+
+def test_llm_agents_on_a_real_backend_fall_back_cleanly(hf, books, tmp_path):
+    # any chat backend can be the agent; the micro model answers garbage: no JSON -> logged fallbacks
+    agents = Agents(VerbatimVerifier(llm=hf, max_new_tokens=8), Jailbreaker(llm=hf, mode="past_tense"),
+                    FeedbackAgent(llm=hf, max_new_tokens=24, max_retries=1))
+    runner = _runner(hf, ResultStore(tmp_path / "e.jsonl"))
+    runner.a = agents
+    recs = run_books(runner, books[:1], progress=False)
+    assert len(recs) == len(books[0].events) and all(r["status"] == "ok" for r in recs)
+    assert agents.verifier.errors > 0 and agents.verifier.calls > 0
+    for r in recs:  # whatever the LLM wrote, no feedback that was kept leaks a 6-gram of the reference
+        assert all(n == 0 for n in r["hint_audit"]["feedback_leaks"])

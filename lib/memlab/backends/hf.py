@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores, \
+from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores, Usage, \
     render_plain_chat
 from memlab.backends.jobs import OnDone, SampleJob, SampleResult, assemble, expand, sample_seed, truncate_at_stop
 from memlab.errors import ConfigError, MemlabError
@@ -27,6 +27,10 @@ from memlab.errors import ConfigError, MemlabError
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+# besides the weights, what changes outputs: architecture, tokenizer, chat template, EOS ids
+_CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "chat_template.jinja", "chat_template.json")
+_REVISIONS: dict[tuple, str] = {}
 _MODELS_HINT = "build the offline models with `make models` (or `dvc repro models`)"
 
 
@@ -46,21 +50,24 @@ def _looks_like_hub_id(path: str) -> bool:
 
 def weights_revision(folder: Path, gguf_file: str | None = None) -> str:
     """Short content hash (12 hex of sha256) of a local model: its weight files (or the GGUF file), plus
-    config.json and the tokenizer files, so any change to what the model computes changes the revision."""
+    the config, tokenizer and chat-template files, so any change to what the model computes changes it."""
     folder = Path(folder)
     if gguf_file:
         files = [folder / gguf_file]
     else:
         files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(_WEIGHT_SUFFIXES))
-    files += [folder / n for n in ("config.json", "tokenizer.json", "tokenizer_config.json")
-              if (folder / n).is_file()]
+    files += [folder / n for n in _CONFIG_FILES if (folder / n).is_file()]
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    if stamp in _REVISIONS:  # same files, unchanged since hashed in this process
+        return _REVISIONS[stamp]
     h = hashlib.sha256()
     for f in files:
         h.update(f.name.encode() + b"\0")
         with open(f, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 22), b""):
                 h.update(chunk)
-    return h.hexdigest()[:12]
+    _REVISIONS[stamp] = h.hexdigest()[:12]
+    return _REVISIONS[stamp]
 
 
 class _RowSampler:
@@ -75,7 +82,9 @@ class _RowSampler:
         for r, (temperature, top_p, gen) in enumerate(self.rows):
             if gen is None:
                 continue
-            probs = torch.softmax(scores[r].double() / temperature, dim=-1)
+            # on CPU in float64: the row's generator lives on CPU, and float64 keeps the CDF exact enough that
+            # padded vs unpadded logits almost never move a draw across a token boundary
+            probs = torch.softmax(scores[r].detach().to("cpu", torch.float64) / temperature, dim=-1)
             if top_p < 1.0:
                 sorted_p, order = torch.sort(probs, descending=True, stable=True)
                 # keep the smallest prefix whose mass reaches top_p (always at least the top token)
@@ -245,6 +254,7 @@ class HFBackend(Backend):
                 results = self._run_batch([jobs[k] for k in batch], [ids_of[jobs[k].request] for k in batch])
                 for k, res in zip(batch, results):
                     out[k] = res
+                    self.usage.add(Usage(1, res.prompt_tokens, res.completion_tokens, 0.0))  # local: no cost
                     if on_done is not None:
                         on_done(k, res)
                 bar.update(len(batch))
@@ -349,6 +359,7 @@ class HFBackend(Backend):
                         var = torch.where(p > 0, plp * lp, torch.zeros_like(lp)).sum(-1) - mu * mu
                         out[k] = TokenScores(list(ids[k]), nan + tok_lp.tolist(), nan + mu.tolist(),
                                              nan + var.clamp(min=0).sqrt().tolist())
+                    self.usage.add(Usage(1, len(ids[k]), 0, 0.0))
                     if on_done is not None:
                         on_done(k, out[k])  # type: ignore[arg-type]
                 bar.update(len(batch))

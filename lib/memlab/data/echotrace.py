@@ -255,7 +255,10 @@ def _doc_book(d: Document, category: str, max_words: int | None) -> Book:
             cut = len(" ".join(words[:max_words]))
             nl = text.find("\n", cut)
             text = text[: nl if nl > 0 else None]
-    title = str(d.meta.get("name") or d.meta.get("title") or d.id.split("/")[-1])
+    if d.meta.get("package"):  # release notes: "<package> <version> release notes"
+        title = f"{d.meta['package']} {d.meta.get('version', '')} release notes".replace("  ", " ")
+    else:
+        title = str(d.meta.get("name") or d.meta.get("title") or d.id.split("/")[-1])
     return book_from_text(text, book_id=d.id, title=title, category=category, source=d.source,
                           licence=d.licence, date=d.date, split=d.split, meta=dict(d.meta))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -88,7 +89,8 @@ def build(zoo: str = "conf/zoo", out: str = "models", only: list[str] | None = N
                  for t in wave]
         # conversions first: they are the longest tasks, so the pool overlaps them with training
         if jobs > 1 and len(calls) > 1:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
+            # spawn, not fork: a forked copy of a process that already initialised torch can deadlock
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
                 futures = [pool.submit(fn, *args) for fn, args in calls]
                 for fut in futures:
                     lines.append(fut.result())

@@ -39,6 +39,8 @@ from typing import Sequence
 from memlab.data.records import Document
 from memlab.errors import ConfigError
 
+# Bump when a change to this file changes the weights a spec produces: cached models (tests, zoo) rebuild.
+TRAINER_VERSION = 1
 EOS = "<|endoftext|>"
 PAD = "<|padding|>"
 
@@ -94,6 +96,7 @@ class TrainSpec:
     def fingerprint(self) -> str:
         """sha256 over every field that changes the weights (document ids and text hashes included)."""
         d = {
+            "trainer": TRAINER_VERSION,
             "groups": [[[x.id, x.sha256] for x in docs] + [w] for docs, w in self.member_groups],
             "nonmembers": [[x.id, x.sha256] for x in self.nonmembers],
             "arch": dataclasses.asdict(self.arch) if self.arch else None,
@@ -215,7 +218,8 @@ def membership_record(spec: TrainSpec) -> dict:
 
 
 def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_epoch: int | None = None) -> Path:
-    """Train (or resume) the model described by ``spec`` into ``out``; returns ``out``. Idempotent.
+    """Train (or resume) the model described by ``spec`` into ``out``; returns ``out``. Idempotent: a model
+    already built from this spec is kept; a folder built from another spec (edited config) is rebuilt.
 
     ``stop_after_epoch`` ends the run early after that epoch (used by tests to simulate a killed run).
     """
@@ -228,17 +232,14 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
     hf_logging.disable_progress_bar()  # no "Writing model shards" bar per checkpoint; ours is enough
     out = Path(out)
     fp = spec.fingerprint()
-    if is_done(out):
-        done = json.loads((out / "done.json").read_text())
-        if done.get("fingerprint") != fp:
-            raise ConfigError(f"{out} holds a model trained from a different spec; delete the folder to rebuild")
-        return out
-    out.mkdir(parents=True, exist_ok=True)
     spec_file = out / "spec.json"
+    if is_done(out) and json.loads((out / "done.json").read_text()).get("fingerprint") == fp:
+        return out
     if spec_file.exists() and json.loads(spec_file.read_text()).get("fingerprint") != fp:
-        # a half-built model from another spec: never mix epochs of two specs
+        # the folder holds (part of) a model trained from another spec: never mix epochs of two specs
         for p in list(out.iterdir()):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
     _write_json(spec_file, {"fingerprint": fp, "init_from": spec.init_from, "meta": spec.meta,
                             "arch": dataclasses.asdict(spec.arch) if spec.arch else None,
                             **{k: getattr(spec, k) for k in ("vocab_size", "epochs", "seq_len", "batch_size", "lr",

@@ -147,9 +147,16 @@ class Family:
         return self.root / "tokenizer"
 
     def is_built(self, size: str | None = None) -> bool:
-        from memlab.models.tiny import is_done
+        """Built from the current family file (a model built from an older version of it is not)."""
+        import json
 
-        return all(is_done(self.model_dir(s)) for s in ([size] if size else self.sizes))
+        for s in [size] if size else self.sizes:
+            done = self.model_dir(s) / "done.json"
+            if not done.exists():
+                return False
+            if json.loads(done.read_text()).get("fingerprint") != self.spec(s).fingerprint():
+                return False
+        return True
 
     # ---- data ---------------------------------------------------------------------------------------
     def member_groups(self) -> list[tuple[list[Document], float]]:
@@ -210,22 +217,31 @@ class Family:
 
     def build(self, size: str, progress: bool = True) -> Path:
         """Train one size if missing (resumes a killed build); writes the family-level records too."""
-        import shutil
-
-        from memlab.data.records import write_jsonl
         from memlab.models.tiny import train
 
         out = train(self.spec(size), self.model_dir(size), progress=progress)
-        self.root.mkdir(parents=True, exist_ok=True)
-        if not (self.tokenizer_dir / "tokenizer.json").exists():
-            tmp = self.root / "tokenizer.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(out / "tokenizer", tmp)
-            tmp.rename(self.tokenizer_dir)
-        for split, docs in (("members", self.members), ("nonmembers", self.nonmembers)):
-            if not (self.root / f"{split}.jsonl").exists():
-                write_jsonl(docs, self.root / f"{split}.jsonl")
+        self.write_records(out / "tokenizer")
         return out
+
+    def write_records(self, tokenizer_src: Path) -> None:
+        """Family-level tokenizer copy + members/nonmembers JSONL; safe when sizes build in parallel."""
+        import shutil
+
+        from filelock import FileLock
+
+        from memlab.data.records import write_jsonl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / ".records.lock")):
+            have = self.tokenizer_dir / "tokenizer.json"
+            if not have.exists() or have.read_bytes() != (Path(tokenizer_src) / "tokenizer.json").read_bytes():
+                tmp = self.root / "tokenizer.tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(tokenizer_src, tmp)
+                shutil.rmtree(self.tokenizer_dir, ignore_errors=True)
+                tmp.rename(self.tokenizer_dir)
+            for split, docs in (("members", self.members), ("nonmembers", self.nonmembers)):
+                write_jsonl(docs, self.root / f"{split}.jsonl")  # rewritten: the family file may have changed
 
     def model_cfg(self, size: str, epoch: int | str = "final") -> dict:
         """A dict with the keys of conf/model/tiny-neox.yaml pointing at one checkpoint."""

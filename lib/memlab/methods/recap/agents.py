@@ -17,7 +17,8 @@ Agents:
 * :class:`VerbatimVerifier` — is the output a genuine attempt? LLM judge answering JSON ``{"answer":
   "Yes"|"No"}`` ("No" = blocked) AND the refusal-keyword check (the paper's words: sorry, cannot, ethical,
   verbatim, reproduce, copyright, as refusal phrases); the deterministic implementation is the keyword check
-  plus "fewer than ``min_words`` words = no attempt".
+  plus "fewer than ``min_words`` words = no attempt" plus "more than ``max_echo`` of the output's word 4-grams
+  repeat the prompt's instructions/metadata = no attempt" (small models often echo their prompt).
 * :class:`Jailbreaker` — the static narrative-tool-injection prompt (default) or the past-tense
   reformulation (LLM rewrite; deterministic = the fixed past-tense template).
 * :class:`FeedbackAgent` — a three-category report (MAJOR STRUCTURAL ISSUES / MISSING ELEMENTS / INACCURATE
@@ -40,7 +41,7 @@ from memlab.backends.base import Backend, GenerationRequest, Message
 from memlab.data.echotrace import Chapter, Event
 from memlab.metrics.rouge import word_tokens
 from memlab.methods.recap.prompts import Prompts
-from memlab.methods.recap.text import keywords, leaked_ngrams, names, sentences
+from memlab.methods.recap.text import keywords, leaked_ngrams, names, ngrams, sentences
 
 log = logging.getLogger(__name__)
 
@@ -236,6 +237,7 @@ class Verdict:
 @dataclass
 class VerbatimVerifier(Agent):
     min_words: int = 3
+    max_echo: float = 0.5  # blocked when more than this share of the output's 4-grams echo the prompt
     max_new_tokens: int = 16
 
     @staticmethod
@@ -243,14 +245,18 @@ class VerbatimVerifier(Agent):
         """The refusal-keyword check on the first ``window`` characters (refusals lead with them)."""
         return bool(_REFUSAL.search(output[:window]))
 
-    def verify(self, outputs: Sequence[str], book_title: str) -> list[Verdict]:
-        rule = [self._rule(o) for o in outputs]
+    def verify(self, outputs: Sequence[str], book_title: str, prompts: Sequence[str] | None = None,
+               opening_lines: Sequence[str] | None = None) -> list[Verdict]:
+        """``prompts``/``opening_lines`` (optional) enable the prompt-echo check of the rule."""
+        prompts = list(prompts) if prompts is not None else [""] * len(outputs)
+        openings = list(opening_lines) if opening_lines is not None else [""] * len(outputs)
+        rule = [self._rule(o, p, op) for o, p, op in zip(outputs, prompts, openings)]
         if self.llm is None:
             return rule
-        prompts = [self.prompts.fill("verifier", book_title=book_title, output=o[:2000]) for o in outputs]
-        self.prompt_chars += sum(len(p) for p in prompts)
+        asks = [self.prompts.fill("verifier", book_title=book_title, output=o[:2000]) for o in outputs]
+        self.prompt_chars += sum(len(p) for p in asks)
         try:
-            answers = self._ask(prompts)
+            answers = self._ask(asks)
         except AgentFailure as err:
             self._fail("verifier", err)
             return rule
@@ -268,12 +274,23 @@ class VerbatimVerifier(Agent):
             out.append(Verdict(True, "judge") if yes == "no" else r)  # blocked if the judge OR the keywords say so
         return out
 
-    def _rule(self, output: str) -> Verdict:
+    def _rule(self, output: str, prompt: str = "", opening: str = "") -> Verdict:
         if len(output.split()) < self.min_words:
             return Verdict(True, "too_short")
         if self.keyword_refusal(output):
             return Verdict(True, "keyword")
+        if prompt and self.echo_share(output, prompt, opening) > self.max_echo:
+            return Verdict(True, "prompt_echo")
         return Verdict(False, "ok")
+
+    @staticmethod
+    def echo_share(output: str, prompt: str, opening: str = "", n: int = 4) -> float:
+        """Share of the output's word n-grams copied from the prompt's instructions/metadata (the opening line
+        excluded): a model repeating its instructions is not attempting the passage."""
+        out = ngrams(word_tokens(output), n)
+        if not out:
+            return 0.0
+        return len(out & (ngrams(word_tokens(prompt), n) - ngrams(word_tokens(opening), n))) / len(out)
 
 
 # ---------------------------------------------------------------------------------------------- jailbreak

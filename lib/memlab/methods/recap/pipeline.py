@@ -185,9 +185,10 @@ class RecapRunner:
             c[2] += g.completion_tokens
         return [g.text for g in gens]
 
-    def _verify(self, states: list[_State], texts: list[str], book: Book, *, count: bool = True):
+    def _verify(self, states: list[_State], texts: list[str], book: Book, *, prompts: list[str] | None = None,
+                count: bool = True):
         before = self.a.verifier.prompt_chars
-        v = self.a.verifier.verify(texts, book.title)
+        v = self.a.verifier.verify(texts, book.title, prompts, [st.fields["opening_line"] for st in states])
         if not count:  # prefix-probing outputs are classified for the record only; no method pays for it
             return v
         raw = len(self.a.verifier.prompts.raw("verifier"))
@@ -210,7 +211,7 @@ class RecapRunner:
         for st in states:
             st.base_user = ex.prompts.fill("extraction", **st.fields)
         texts = self._gen(states, [ex.user_request(st.base_user, st.fields) for st in states], "dsp")
-        for st, txt, v in zip(states, texts, self._verify(states, texts, book)):
+        for st, txt, v in zip(states, texts, self._verify(states, texts, book, prompts=[st.base_user for st in states])):
             st.attempts["dsp"] = self._attempt(st.event, txt, v)
         # 3. jailbreak the blocked ones
         blocked = [st for st in states if st.attempts["dsp"].blocked]
@@ -222,7 +223,7 @@ class RecapRunner:
                 st.agent_chars["jailbreak"] += self.a.jailbreaker.prompt_chars - before
                 st.agent_calls["jailbreak"] += int(self.a.jailbreaker.mode == "past_tense")
             texts = self._gen(blocked, [ex.user_request(u, st.fields) for u, st in zip(users, blocked)], "jb")
-            for st, u, txt, v in zip(blocked, users, texts, self._verify(blocked, texts, book)):
+            for st, u, txt, v in zip(blocked, users, texts, self._verify(blocked, texts, book, prompts=users)):
                 st.attempts["jb"] = self._attempt(st.event, txt, v)
                 st.base_user = u  # later re-attempts keep the framing that got through
         for st in states:
@@ -253,7 +254,8 @@ class RecapRunner:
                 reqs.append(ex.reattempt_request(st.base_user, st.best.text, fb.text, st.fields))
             texts = self._gen(active, reqs, "feedback")
             still = []
-            for st, fb, txt, v in zip(active, fbs, texts, self._verify(active, texts, book)):
+            prompts = [st.base_user + "\n" + fb.text for st, fb in zip(active, fbs)]
+            for st, fb, txt, v in zip(active, fbs, texts, self._verify(active, texts, book, prompts=prompts)):
                 att = self._attempt(st.event, txt, v)
                 accepted = (not att.blocked) and self._score(att) > self._score(st.best) + self.s.min_gain
                 st.rounds.append({"round": rnd, "recall": att.recall, "f1": att.f1, "blocked": att.blocked,

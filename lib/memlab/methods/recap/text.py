@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from memlab.metrics.rouge import word_tokens
 
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|\n+")
+# Sentence ends: . ! ? (+ closing quotes/brackets) then space; a line break after : or ; (one KJV verse a
+# line); a blank line (paragraph). A single line break elsewhere is hard wrapping, not a boundary.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"'\u201d\u2019)\]]*\s+|(?<=[:;])[ \t]*\n\s*|[ \t]*\n[ \t]*\n\s*")
 _NAME = re.compile(r"\b([A-Z][a-z]{2,}|[A-Z]{3,})\b")
 STOPWORDS = frozenset("""a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further had has have having he
@@ -37,7 +39,7 @@ class Sentence:
 
 
 def sentences(text: str) -> list[Sentence]:
-    """Split at sentence-final punctuation followed by space, and at line breaks (one KJV verse a line)."""
+    """Split at sentence-final punctuation followed by space, at line breaks after ``:``/``;`` and at blank lines."""
     out, pos = [], 0
     for m in _BOUNDARY.finditer(text):
         seg = text[pos:m.start()]

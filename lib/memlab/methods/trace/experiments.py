@@ -152,7 +152,7 @@ def summary_rows(traces: Sequence[GenerationTrace], keys: Sequence[str], *, n_to
         accs = [t.meta["token_accuracy"] for t in trs if "token_accuracy" in t.meta]
         row = dict(zip(keys, key))
         row.update({"ALS": m["average_longest_span_length"], "FMR": m["generations_full_matches_ratio"],
-                    "NVR": m["avg_nv_recall"], "token_accuracy": float(np.mean(accs)) if accs else float("nan")})
+                    "NVR": m["avg_nv_recall"], "token_accuracy": float(np.mean(accs)) if accs else None})
         row.update({k: v for k, v in m.items() if not isinstance(v, dict)})
         rows.append(row)
     return rows

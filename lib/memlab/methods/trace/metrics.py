@@ -6,8 +6,8 @@ are in tokens of the index's tokenizer; "words" are ``\\w+`` runs of the NFKC-ca
 retrieved for one generation (at most ``doc_cap`` per kept span). Definitions, one per name:
 
 Per pair (``nv_*``, see :class:`~memlab.methods.trace.simpletrace.NVStats`):
-  nv_recall = nv_matched_words / nv_reference_words; nv_matched_words = LCS of the word sequences of the
-  generation and the aligned document window; nv_reference_words = words in that window;
+  nv_recall = nv_matched_words / nv_reference_words; nv_matched_words = words of the generation in
+  in-order runs of >= 3 words identical to the aligned document window (near-verbatim); nv_reference_words = words in that window;
   nv_candidate_words = words in the generation; nv_missing_words = reference − matched;
   nv_additional_words = candidate − matched.
 

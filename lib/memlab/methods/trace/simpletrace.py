@@ -21,11 +21,12 @@ Steps, for one generation of ``L`` tokens (token ids of the index's tokenizer):
    current segment extends it) into non-redundant segments; ``memorized_tokens`` = their total length.
 
 Near-verbatim statistics per (generation, document) pair (:func:`nv_stats`) align the document to the
-generation at the pair's longest kept span and compare word sequences (LCS), see :class:`NVStats`.
+generation at the pair's longest kept span and count near-verbatim word runs, see :class:`NVStats`.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import unicodedata
@@ -38,6 +39,7 @@ from memlab.errors import MemlabError
 from memlab.methods.trace.index import TokenIndex
 
 _WORD = re.compile(r"\w+")
+NV_MIN_BLOCK = 3  # words: the shortest run that counts as near-verbatim (see NVStats)
 
 
 # --------------------------------------------------------------------------------------------- records
@@ -68,7 +70,9 @@ class NVStats:
     lines up with the generation when the pair's longest span is aligned: ``min(|generation|, |document|)``
     words, shifted inside the document when the alignment runs over one of its ends (so a generation
     that reproduces a whole short document has recall 1, and a one-word coincidence near a document's
-    edge does not). ``matched`` = LCS length of the two word sequences;
+    edge does not). ``matched`` = words in the in-order matching blocks (``difflib.SequenceMatcher``,
+    no autojunk) of at least ``NV_MIN_BLOCK`` = 3 consecutive identical words — near-verbatim: it
+    tolerates edits between blocks but not isolated function words matching by chance.
     ``recall = matched / reference`` (nv_recall), ``missing = reference − matched``,
     ``additional = candidate − matched``.
     """
@@ -167,8 +171,6 @@ def classify_match(generation: str, document: str) -> str:
 def nv_stats(generation: str, document: str, gen_char: int, doc_char: int) -> tuple[NVStats, str]:
     """Near-verbatim statistics with the generation's char ``gen_char`` aligned to the document's
     ``doc_char`` (see :class:`NVStats`). Returns the stats and the reference window as text."""
-    from memlab.metrics.rouge import lcs_length
-
     cand = words(generation)
     doc_words = words(document)
     gw = len(words(generation[:gen_char]))
@@ -178,7 +180,10 @@ def nv_stats(generation: str, document: str, gen_char: int, doc_char: int) -> tu
     width = min(len(cand), len(doc_words))
     start = min(max(dw - gw, 0), len(doc_words) - width)
     ref = doc_words[start:start + width]
-    matched = lcs_length(ref, cand) if ref and cand else 0
+    matched = 0
+    if ref and cand:
+        sm = difflib.SequenceMatcher(None, ref, cand, autojunk=False)
+        matched = sum(b.size for b in sm.get_matching_blocks() if b.size >= NV_MIN_BLOCK)
     return NVStats(matched=matched, reference=len(ref), candidate=len(cand)), " ".join(ref)
 
 
