@@ -69,6 +69,23 @@ def test_top_p_nucleus(micro_family, micro_backend):
     assert micro_backend.generate([r])[0].texts == micro_backend.generate([r, Req(prompt="And")])[0].texts
 
 
+def test_model_generation_defaults_do_not_leak(micro_family, micro_backend, tmp_path):
+    """A generation_config.json with sampling and penalties must not change what a request asks for."""
+    import json
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(micro_family.final_dir, folder)
+    gen = json.loads((folder / "generation_config.json").read_text())
+    gen.update(do_sample=True, temperature=0.3, repetition_penalty=3.0, no_repeat_ngram_size=2, min_new_tokens=5)
+    (folder / "generation_config.json").write_text(json.dumps(gen))
+    odd = build_backend({**micro_family.model_cfg, "path": str(folder), "batch_size": 4})
+    reqs = [Req(prompt=p, max_new_tokens=20) for p in prompts(micro_family, 3)]
+    reqs.append(Req(prompt=prompts(micro_family)[1], max_new_tokens=12, temperature=1.0, n=2, seed=9))
+    assert [g.texts for g in odd.generate(reqs)] == [g.texts for g in micro_backend.generate(reqs)]
+    assert odd.shipped_generation_config.repetition_penalty == 3.0
+
+
 def test_stop_strings_cut_text_and_stop_early(micro_family, micro_backend):
     p = prompts(micro_family)[1]
     full = micro_backend.generate([Req(prompt=p, max_new_tokens=40)])[0].samples[0]

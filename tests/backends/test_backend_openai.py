@@ -74,11 +74,10 @@ def test_missing_key_variable_is_one_line(monkeypatch):
 def test_unreachable_base_url_is_one_line():
     port = free_port()  # nothing listens there
     api = build_backend(api_cfg(f"http://127.0.0.1:{port}/v1", "m", max_retries=3, backoff_base=5.0))
-    t0 = time.monotonic()
     with pytest.raises(BackendError, match=f"cannot reach http://127.0.0.1:{port}/v1") as e:
         api.generate([Req(prompt="hi", max_new_tokens=4)])
     assert "\n" not in str(e.value) and "base_url" in str(e.value)
-    assert time.monotonic() - t0 < 5.0  # failed at once, no backoff rounds against a dead address
+    assert api.retries == 0  # failed at once: no backoff rounds against an address that never answered
 
 
 class _Stub(BaseHTTPRequestHandler):

@@ -107,3 +107,12 @@ def test_macro_helpers():
     assert rest == r"body \R \vx{a}{b}"
     assert expand_macros(rest, macros) == r"body \mathbb{R} b-a"
     assert strip_comments("a % c\n% only\nb \\% d") == "a \nb \\% d"
+
+
+def test_papers_category_in_echotrace_mini(tmp_path):
+    from memlab.data.echotrace import echotrace_mini
+
+    books, notes = echotrace_mini({"papers": {"paths": [str(_write(tmp_path / "paper")), str(tmp_path / "nope")]}})
+    assert len(books) == 1 and books[0].category == "papers" and books[0].title == "On Zorblax Systems"
+    assert [c.title for c in books[0].chapters] == ["Abstract", "Introduction", "Method", "Appendix"]
+    assert any("nope" in n and "skipped" in n for n in notes)

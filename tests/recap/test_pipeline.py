@@ -161,3 +161,17 @@ def test_llm_agents_on_a_real_backend_fall_back_cleanly(hf, books, tmp_path):
     assert agents.verifier.errors > 0 and agents.verifier.calls > 0
     for r in recs:  # whatever the LLM wrote, no feedback that was kept leaks a 6-gram of the reference
         assert all(n == 0 for n in r["hint_audit"]["feedback_leaks"])
+
+
+def test_empty_and_tiny_books_are_logged_not_fatal(hf, books, tmp_path, caplog):
+    import logging
+
+    from memlab.data.echotrace import book_from_text
+
+    empty = book_from_text("", book_id="empty", title="Empty", category="non_training")
+    tiny = book_from_text("Two words.", book_id="tiny", title="Tiny", category="non_training")
+    segment_books([empty, tiny], SectionSummaryAgent(target_words=45), None)
+    with caplog.at_level(logging.WARNING):
+        recs = run_books(_runner(hf, ResultStore(tmp_path / "e.jsonl")), [empty, tiny, books[0]], progress=False)
+    assert len(recs) == len(books[0].events)
+    assert any("empty" in r.message and "no events" in r.message for r in caplog.records)

@@ -127,7 +127,7 @@ class HFBackend(Backend):
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None, batch_size: int = 8,
                  chat_template: str = "auto", name: str | None = None, trust_remote_code: bool = False):
         super().__init__()
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig  # noqa: F401
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
         if threads:
             torch.set_num_threads(int(threads))
@@ -146,6 +146,7 @@ class HFBackend(Backend):
             path, gguf_file = str(Path(path).parent), Path(path).name
         local = Path(path).expanduser()
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        is_hub = False
         if gguf_file:
             kwargs["gguf_file"] = gguf_file
         if local.is_dir():
@@ -161,6 +162,7 @@ class HFBackend(Backend):
             if _hub_offline():
                 kwargs["local_files_only"] = True  # a copy already in the HF cache still works offline
             source, self.model_id, self.revision = path, path, hub_rev or "main"
+            is_hub = True
         else:
             raise MemlabError(f"model folder {local} does not exist; {_MODELS_HINT} or point model.path at a "
                               "local model folder")
@@ -179,8 +181,9 @@ class HFBackend(Backend):
                                   "folder") from None
             raise MemlabError(f"could not load the model at {source} ({str(err).splitlines()[0][:160]}); "
                               f"rebuild it with `make models`") from None
-        if self.revision == "main":
-            self.revision = getattr(self.model.config, "_commit_hash", None) or "main"
+        if is_hub:  # a branch or tag (main, step143000) can move: pin the commit the files came from
+            commit = getattr(self.model.config, "_commit_hash", None)
+            self.revision = commit[:12] if commit else self.revision
         self.model.to(self.device).eval()
 
         tok = self.tokenizer
@@ -192,6 +195,13 @@ class HFBackend(Backend):
         self.eos_token_ids = sorted(eos)
         self.pad_token_id = (tok.pad_token_id if tok.pad_token_id is not None
                              else self.eos_token_ids[0] if self.eos_token_ids else 0)
+        # transformers fills every generation field we leave unset from the model's generation_config.json
+        # (repetition penalties, n-gram blocking, ...). Decoding here is defined by the request alone, so the
+        # model's defaults are kept aside (``shipped_generation_config``) and replaced by neutral ones.
+        self.shipped_generation_config = self.model.generation_config
+        self.model.generation_config = GenerationConfig(
+            bos_token_id=self.model.generation_config.bos_token_id, eos_token_id=self.eos_token_ids or None,
+            pad_token_id=self.pad_token_id)
         if chat_template not in ("auto", "none"):
             raise ConfigError(f"model.chat_template must be auto or none, got {chat_template!r}")
         self.has_chat_template = chat_template == "auto" and bool(getattr(tok, "chat_template", None))

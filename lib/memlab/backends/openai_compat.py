@@ -10,6 +10,13 @@ serve`` — one client, many servers, picked by ``base_url`` in ``conf/model/<na
   that never answered fails at once with one line.
 - ``self.usage`` counts requests, tokens and cost = in_tokens/1e6·price_in_per_mtok +
   out_tokens/1e6·price_out_per_mtok (prices are config values).
+
+Config keys (``conf/model/<name>.yaml``): name, backend: openai, base_url, api_key_env (the NAME of the
+variable holding the key; null for local servers), model_id (the provider's model string), chat, concurrency
+(parallel calls), max_retries, timeout (s per call), price_in_per_mtok, price_out_per_mtok; optional
+backoff_base (s, default 1; the k-th retry waits backoff_base·2^k, at most backoff_max = 60 s),
+max_tokens_param (max_tokens | max_completion_tokens, for APIs that renamed it), revision (defaults to
+model_id; set it to a dated model snapshot so the cache key pins the weights).
 """
 
 from __future__ import annotations

@@ -330,7 +330,9 @@ def coverage_report(books: Iterable[Book]) -> list[dict]:
     for b in books:
         total = len(b.text.split())
         covered = sum(len(e.text.split()) for e in b.events)
-        rows.append({"book": b.id, "category": b.category, "chapters": len(b.chapters), "events": len(b.events),
-                     "words": total, "words_in_events": covered,
-                     "coverage": (covered / total) if total else 0.0})
+        row = {"book": b.id, "category": b.category, "chapters": len(b.chapters), "events": len(b.events),
+               "words": total, "words_in_events": covered, "coverage": (covered / total) if total else 0.0}
+        if "segmented_words" in b.meta:  # set by the summary step when only some events are kept
+            row["segmentation_coverage"] = b.meta["segmented_words"] / total if total else 0.0
+        rows.append(row)
     return rows

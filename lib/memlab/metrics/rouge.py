@@ -91,7 +91,9 @@ def _stem_miss(word: str) -> str:
     # natural text (Zipf: a few thousand distinct words cover most tokens); bounded to keep memory flat.
     if len(_STEMS) > 1_000_000:
         _STEMS.clear()
-    stem = _STEMS[word] = _stemmer().stem(word) if len(word) > 3 else word
+    stem = _stemmer().stem(word) if len(word) > 3 else word
+    # rouge-score's final filter (drop tokens not [a-z0-9]+) is applied once per word here: "" = dropped
+    stem = _STEMS[word] = stem if _VALID.match(stem) else ""
     return stem
 
 
@@ -108,8 +110,7 @@ def word_tokens(text: str, *, stem: bool = False) -> list[str]:
     if stem:
         stems = _STEMS
         tokens = [stems[t] if t in stems else _stem_miss(t) for t in tokens]
-        # a Porter stem of [a-z0-9]+ stays [a-z0-9]+, but keep rouge-score's final filter to be exact
-        return [t for t in tokens if _VALID.match(t)]
+        return [t for t in tokens if t]
     return tokens  # findall yields only non-empty [a-z0-9]+ runs
 
 

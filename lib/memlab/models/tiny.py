@@ -313,8 +313,9 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
             step += 1
             losses.append(loss.item())
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        # checkpoint: HF folder (+ tokenizer) via tmp + rename, then optimizer state; a kill in between
-        # leaves the previous epoch's state, which resume detects and handles.
+        # checkpoint: HF folder (+ tokenizer) via tmp + rename, log line, then optimizer state; a kill in
+        # between leaves the previous epoch's state, so resume redoes this epoch (its log line then appears
+        # twice; readers keep the last one per epoch).
         final = _epoch_dir(out, epoch)
         tmp = final.with_name(final.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -322,12 +323,12 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
         tok.save_pretrained(tmp)
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
-        torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
-        os.replace(out / "state.pt.tmp", out / "state.pt")
         with (out / "train_log.jsonl").open("a") as f:
             f.write(json.dumps({"epoch": epoch, "loss": sum(losses) / len(losses), "steps": len(losses),
                                 "tokens": int(blocks.numel()), "seconds": round(time.time() - t0, 2),
                                 "cpu_seconds": round(time.process_time() - c0, 2)}) + "\n")
+        torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
+        os.replace(out / "state.pt.tmp", out / "state.pt")
         if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.epochs:
             return out
 

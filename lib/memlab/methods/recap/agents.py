@@ -245,15 +245,17 @@ class VerbatimVerifier(Agent):
         """The refusal-keyword check on the first ``window`` characters (refusals lead with them)."""
         return bool(_REFUSAL.search(output[:window]))
 
-    def verify(self, outputs: Sequence[str], book_title: str, prompts: Sequence[str] | None = None,
+    def verify(self, outputs: Sequence[str], book_title: str | Sequence[str], prompts: Sequence[str] | None = None,
                opening_lines: Sequence[str] | None = None) -> list[Verdict]:
-        """``prompts``/``opening_lines`` (optional) enable the prompt-echo check of the rule."""
+        """``book_title``: one for all outputs or one per output; ``prompts``/``opening_lines`` (optional)
+        enable the prompt-echo check of the rule."""
+        titles = [book_title] * len(outputs) if isinstance(book_title, str) else list(book_title)
         prompts = list(prompts) if prompts is not None else [""] * len(outputs)
         openings = list(opening_lines) if opening_lines is not None else [""] * len(outputs)
         rule = [self._rule(o, p, op) for o, p, op in zip(outputs, prompts, openings)]
         if self.llm is None:
             return rule
-        asks = [self.prompts.fill("verifier", book_title=book_title, output=o[:2000]) for o in outputs]
+        asks = [self.prompts.fill("verifier", book_title=t, output=o[:2000]) for t, o in zip(titles, outputs)]
         self.prompt_chars += sum(len(p) for p in asks)
         try:
             answers = self._ask(asks)

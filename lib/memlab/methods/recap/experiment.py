@@ -36,14 +36,18 @@ def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_pe
     """Run the section summary agent on every chapter; keep the first ``max_events_per_book`` events."""
     for b in books:
         left = max_events_per_book
+        segmented = 0
         for ch in b.chapters:
             if left is not None and left <= 0:
                 ch.events = []
                 continue
             ch.events = summary.segment(ch, b.title)
+            segmented += sum(len(e.text.split()) for e in ch.events)
             if left is not None:
                 ch.events = ch.events[:left]
                 left -= len(ch.events)
+        # coverage of the segmentation itself (chapters segmented before the event cap), for the report
+        b.meta["segmented_words"] = segmented
         if not b.events:
             log.warning("book %s yields no events (empty, or shorter than one event)", b.id)
     return books

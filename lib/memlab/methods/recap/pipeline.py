@@ -146,6 +146,7 @@ class _Attempt:
 
 @dataclass
 class _State:
+    book: Book
     event: Event
     fields: dict
     calls: dict = field(default_factory=lambda: {m: [0, 0, 0] for m in ("prefix", "dsp", "jb", "feedback")})
@@ -185,10 +186,11 @@ class RecapRunner:
             c[2] += g.completion_tokens
         return [g.text for g in gens]
 
-    def _verify(self, states: list[_State], texts: list[str], book: Book, *, prompts: list[str] | None = None,
+    def _verify(self, states: list[_State], texts: list[str], *, prompts: list[str] | None = None,
                 count: bool = True):
         before = self.a.verifier.prompt_chars
-        v = self.a.verifier.verify(texts, book.title, prompts, [st.fields["opening_line"] for st in states])
+        v = self.a.verifier.verify(texts, [st.book.title for st in states], prompts,
+                                   [st.fields["opening_line"] for st in states])
         if not count:  # prefix-probing outputs are classified for the record only; no method pays for it
             return v
         raw = len(self.a.verifier.prompts.raw("verifier"))
@@ -200,18 +202,18 @@ class RecapRunner:
         return v
 
     # -- the ladder for one chunk
-    def _run_chunk(self, book: Book, events: list[Event]) -> list[_State]:
+    def _run_chunk(self, items: list[tuple[Book, Event]]) -> list[_State]:
         ex = self.t.extractor
-        states = [_State(e, event_fields(book, e)) for e in events]
+        states = [_State(b, e, event_fields(b, e)) for b, e in items]
         # 1. prefix-probing
         texts = self._gen(states, [ex.prefix_request(st.fields) for st in states], "prefix")
-        for st, txt, v in zip(states, texts, self._verify(states, texts, book, count=False)):
+        for st, txt, v in zip(states, texts, self._verify(states, texts, count=False)):
             st.attempts["prefix"] = self._attempt(st.event, txt, v)
         # 2. DSP
         for st in states:
             st.base_user = ex.prompts.fill("extraction", **st.fields)
         texts = self._gen(states, [ex.user_request(st.base_user, st.fields) for st in states], "dsp")
-        for st, txt, v in zip(states, texts, self._verify(states, texts, book, prompts=[st.base_user for st in states])):
+        for st, txt, v in zip(states, texts, self._verify(states, texts, prompts=[st.base_user for st in states])):
             st.attempts["dsp"] = self._attempt(st.event, txt, v)
         # 3. jailbreak the blocked ones
         blocked = [st for st in states if st.attempts["dsp"].blocked]
@@ -223,7 +225,7 @@ class RecapRunner:
                 st.agent_chars["jailbreak"] += self.a.jailbreaker.prompt_chars - before
                 st.agent_calls["jailbreak"] += int(self.a.jailbreaker.mode == "past_tense")
             texts = self._gen(blocked, [ex.user_request(u, st.fields) for u, st in zip(users, blocked)], "jb")
-            for st, u, txt, v in zip(blocked, users, texts, self._verify(blocked, texts, book, prompts=users)):
+            for st, u, txt, v in zip(blocked, users, texts, self._verify(blocked, texts, prompts=users)):
                 st.attempts["jb"] = self._attempt(st.event, txt, v)
                 st.base_user = u  # later re-attempts keep the framing that got through
         for st in states:
@@ -231,11 +233,13 @@ class RecapRunner:
             st.best = st.attempts["dsp_jb"]
         # optional: hybrid memorization score of the first valid attempt (filter + the Fig. 8 analysis)
         if self.memscore_fn is not None:
-            for st, ms in zip(states, self.memscore_fn(book, [st.event for st in states],
-                                                       [st.best.text for st in states])):
-                st.memscore = ms
-                if self.s.filter_threshold is not None and ms["score"] < self.s.filter_threshold:
-                    st.filtered = True
+            for b in dict.fromkeys(st.book.id for st in states):
+                group = [st for st in states if st.book.id == b]
+                for st, ms in zip(group, self.memscore_fn(group[0].book, [st.event for st in group],
+                                                          [st.best.text for st in group])):
+                    st.memscore = ms
+                    if self.s.filter_threshold is not None and ms["score"] < self.s.filter_threshold:
+                        st.filtered = True
         # 4. feedback loop
         active = [st for st in states if self._score(st.best) <= self.s.stop_score and not st.filtered]
         for rnd in range(1, self.s.max_rounds + 1):
@@ -255,7 +259,7 @@ class RecapRunner:
             texts = self._gen(active, reqs, "feedback")
             still = []
             prompts = [st.base_user + "\n" + fb.text for st, fb in zip(active, fbs)]
-            for st, fb, txt, v in zip(active, fbs, texts, self._verify(active, texts, book, prompts=prompts)):
+            for st, fb, txt, v in zip(active, fbs, texts, self._verify(active, texts, prompts=prompts)):
                 att = self._attempt(st.event, txt, v)
                 accepted = (not att.blocked) and self._score(att) > self._score(st.best) + self.s.min_gain
                 st.rounds.append({"round": rnd, "recall": att.recall, "f1": att.f1, "blocked": att.blocked,
@@ -324,39 +328,40 @@ class RecapRunner:
             "price_in": self.t.price_in, "price_out": self.t.price_out,
         }
 
-    def run_book(self, book: Book, *, progress: bool = True) -> list[dict]:
-        """Run every not-yet-recorded event of ``book``; returns this target's ok records of the book."""
-        todo = [e for e in book.events if not self.store.done(self.t.name, book.id, e.id)]
-        if not book.events:
-            log.warning("book %s has no events (empty or shorter than one event); nothing to extract", book.id)
+    def run(self, books: Sequence[Book], *, progress: bool = True) -> list[dict]:
+        """Run every not-yet-recorded event of ``books`` (chunks of ``batch_events`` events, across books, in
+        order); returns this target's ok records of these books."""
+        for b in books:
+            if not b.events:
+                log.warning("book %s has no events (empty or shorter than one event); nothing to extract", b.id)
+        todo = [(b, e) for b in books for e in b.events if not self.store.done(self.t.name, b.id, e.id)]
         bs = max(1, int(self.s.batch_events))
-        bar = tqdm(total=len(todo), desc=f"RECAP {self.t.name} {book.id}", disable=not progress or not todo)
+        bar = tqdm(total=len(todo), desc=f"RECAP {self.t.name}", disable=not progress or not todo)
         for i in range(0, len(todo), bs):
             chunk = todo[i:i + bs]
             try:
-                states = self._run_chunk(book, chunk)
+                states = self._run_chunk(chunk)
             except KeyboardInterrupt:
                 raise
             except Exception as err:  # a target failure: log, record, go on; a rerun retries these events
-                log.error("target %s failed on %s (%s: %s); events recorded as errors, rerun to retry",
-                          self.t.name, book.id, type(err).__name__, err)
-                for e in chunk:
-                    self.store.add({"target": self.t.name, "book_id": book.id, "event_id": e.id, "status": "error",
-                                    "error": f"{type(err).__name__}: {err}"[:500], "category": book.category})
+                log.error("target %s failed on %d events (%s: %s); recorded as errors, rerun to retry",
+                          self.t.name, len(chunk), type(err).__name__, err)
+                for b, e in chunk:
+                    self.store.add({"target": self.t.name, "book_id": b.id, "event_id": e.id, "status": "error",
+                                    "error": f"{type(err).__name__}: {err}"[:500], "category": b.category})
                 bar.update(len(chunk))
                 continue
             for st in states:
-                self.store.add(self._record(book, st))
+                self.store.add(self._record(st.book, st))
             bar.update(len(chunk))
         bar.close()
-        return [r for r in self.store.rows() if r["target"] == self.t.name and r["book_id"] == book.id]
+        ids = {b.id for b in books}
+        return [r for r in self.store.rows() if r["target"] == self.t.name and r["book_id"] in ids]
 
 
 def run_books(runner: RecapRunner, books: Sequence[Book], *, progress: bool = True) -> list[dict]:
-    out: list[dict] = []
-    for b in books:
-        out += runner.run_book(b, progress=progress)
-    return out
+    """All events of ``books`` on the runner's target (see :meth:`RecapRunner.run`)."""
+    return runner.run(books, progress=progress)
 
 
 def make_memscore_fn(parrot_cfg, cache_dir: str | Path | None, *, stem: bool = True):

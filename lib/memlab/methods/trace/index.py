@@ -41,7 +41,7 @@ FORMAT_VERSION = 1
 _SA_FILES = ("tokens.npy", "sa.npy", "isa.npy", "lcp.npy", "unigram.npy", "doc_starts.npy",
              "texts.bin", "text_offsets.npy", "ids.json")
 _SMALL_INTERVAL = 64  # gather a whole SA interval at once below this size, binary-search above
-_CACHED_PREFIX = 3    # memoize SA intervals of prefixes up to this many tokens
+_CACHED_PREFIX = 4    # memoize SA intervals of prefixes up to this many tokens
 _STEPS65 = np.arange(65, dtype=np.int64)
 
 
@@ -307,8 +307,8 @@ class SuffixArrayIndex(TokenIndex):
     def _narrow(self, lo: int, hi: int, off: int, t: int) -> tuple[int, int]:
         """Sub-interval of SA[lo:hi] (all sharing ``off`` tokens) whose token at ``off`` equals ``t``."""
         left = self._bound(lo, hi, off, t, "left")
-        if left >= hi:
-            return hi, hi
+        if left >= hi or self._tok(left, off) != t:  # no suffix continues with t: skip the right bound
+            return left, left
         return left, self._bound(left, hi, off, t, "right")
 
     def _first_bucket(self, t: int) -> tuple[int, int]:
