@@ -44,6 +44,15 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # requests rebuilt from JSON carry lists; keep every field hashable
+        if self.messages is not None and not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(
+                m if isinstance(m, Message) else Message(*m) if isinstance(m, (list, tuple)) else Message(**m)
+                for m in self.messages))
+        if self.prompt_token_ids is not None and not isinstance(self.prompt_token_ids, tuple):
+            object.__setattr__(self, "prompt_token_ids", tuple(int(t) for t in self.prompt_token_ids))
+        if not isinstance(self.stop, tuple):
+            object.__setattr__(self, "stop", tuple(self.stop or ()))
         given = sum(x is not None for x in (self.prompt, self.messages, self.prompt_token_ids))
         if given != 1:
             raise ValueError("GenerationRequest needs exactly one of prompt, messages, prompt_token_ids")

@@ -4,7 +4,7 @@ Seed 000 §4.1 and App. T: model outputs are broken into 40-token segments and a
 memorized if it matches the reference with at most five token mismatches (App. T sweeps the tolerance
 down to 0). The authors' code (RESEARCH.md §1) lower-cases, strips punctuation, tokenizes, merges matching
 blocks while the accumulated gap stays ≤ max_mismatch, and counts ⌊len/40⌋ passages for a span of ≥ 40
-matched tokens. This module implements that definition exactly as follows.
+matched tokens. This module implements that definition, made precise as follows.
 
 Normalization (:func:`normalize_tokens`): ``text.lower()``, delete every character that is neither a
 word character (``\\w``) nor whitespace (so "don't" → "dont", "—" disappears), split on whitespace.

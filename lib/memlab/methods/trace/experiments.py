@@ -104,14 +104,21 @@ def prompt_overlap(tracer: Tracer, prompt_sets: dict[str, list[Prompt]], *, nv_r
 
 def generate(backend, prompts: Sequence[Prompt], *, max_new_tokens: int, seed: int = 0,
              progress: bool = False) -> list[dict]:
-    """Greedy (temperature 0) continuations; prefix prompts are sent as exact token ids."""
+    """Greedy (temperature 0) continuations; prefix prompts are sent as exact token ids (after BOS when the
+    model's tokenizer adds one to text prompts)."""
     from memlab.backends.base import GenerationRequest
 
     reqs = []
+    tok = getattr(backend, "tokenizer", None)
+    # a model whose tokenizer adds BOS to text prompts (Gemma) also gets it before exact-id prompts
+    bos = []
+    if tok is not None and tok.bos_token_id is not None:
+        probe = tok("a")["input_ids"]
+        bos = [tok.bos_token_id] if probe and probe[0] == tok.bos_token_id else []
     for p in prompts:
-        if p.prompt_token_ids is not None and hasattr(backend, "tokenizer"):
-            reqs.append(GenerationRequest(prompt_token_ids=tuple(p.prompt_token_ids), max_new_tokens=max_new_tokens,
-                                          temperature=0.0, seed=seed))
+        if p.prompt_token_ids is not None and tok is not None:
+            reqs.append(GenerationRequest(prompt_token_ids=tuple(bos + list(p.prompt_token_ids)),
+                                          max_new_tokens=max_new_tokens, temperature=0.0, seed=seed))
         else:
             reqs.append(GenerationRequest(prompt=p.text, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed))
     gens = backend.generate(reqs, progress=progress)
