@@ -22,15 +22,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _model_and_docs(n_docs: int):
-    from memlab.models.zoo import load_family
+    from memlab.errors import MemlabError
     from memlab.methods.pearl.studies import sample_docs
+    from memlab.models.zoo import load_family
 
     try:
         fam = load_family("pearl", REPO / "conf" / "zoo", REPO / "models")
-        if fam.is_built("m"):
-            docs = sample_docs(fam.members, n_docs // 2, 0) + sample_docs(fam.nonmembers, n_docs - n_docs // 2, 0)
-            return fam.model_cfg("m"), docs, "tiny-neox/pearl/m"
-    except Exception:  # noqa: BLE001 - fall back to the micro model below
+        # fam.final raises when the checkpoint is missing (is_built() compares path-dependent fingerprints)
+        fam.final("m")
+        docs = sample_docs(fam.members, n_docs // 2, 0) + sample_docs(fam.nonmembers, n_docs - n_docs // 2, 0)
+        return fam.model_cfg("m"), docs, "tiny-neox/pearl/m"
+    except MemlabError:  # not built: fall back to the test suite's micro model
         pass
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import build_micro_family  # the shared test fixture's builder, usable outside pytest

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -96,10 +95,10 @@ def test_resume_after_sigkill(tmp_path, chapters, repo_root):
         from memlab.models import tiny
         from test_tiny import small_spec
         chapters = {{d.id: d for d in load_corpus("kjv", unit="chapter")}}
-        real_save = torch.save
-        def slow_save(*a, **k):  # stall after each epoch's state so the parent can kill us mid-run
-            real_save(*a, **k); print("saved", flush=True); time.sleep(30)
-        torch.save = slow_save
+        import os, types
+        def slow_replace(src, dst):  # stall once an epoch's optimizer state is committed: the parent kills us
+            os.replace(src, dst); print("saved", flush=True); time.sleep(30)
+        tiny.os = types.SimpleNamespace(replace=slow_replace, environ=os.environ)
         tiny.train(small_spec(chapters, epochs=4), {str(out)!r}, progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

@@ -110,5 +110,11 @@ def test_build_cli_builds_missing_skips_done_and_init_from(tmp_path, capsys):
     assert cfg["path"] == str(base.checkpoint("a", 2)) and cfg["backend"] == "hf"
     main(["--zoo", str(zoo), "--out", str(models), "--no-convert"])
     assert "0 model(s) built" in capsys.readouterr().out
+    # editing a family file makes its models stale: the next build retrains them
+    _write(zoo, "base", {**BASE, "train": {**BASE["train"], "epochs": 1}})
+    assert not load_family("base", zoo, models).is_built()
+    main(["--zoo", str(zoo), "--out", str(models), "--only", "base", "--no-convert"])
+    assert capsys.readouterr().out.count("trained") == 2 and load_family("base", zoo, models).is_built()
+    assert sorted(load_family("base", zoo, models).checkpoints("a")) == [1]
     with pytest.raises(ConfigError, match="not a model or family"):
         main.__wrapped__(["--zoo", str(zoo), "--out", str(models), "--only", "nope"])

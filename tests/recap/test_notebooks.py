@@ -3,7 +3,6 @@
 import json
 
 import nbformat
-import pytest
 from omegaconf import OmegaConf
 
 from memlab.config import compose

@@ -145,3 +145,16 @@ def test_missing_and_half_built_index(sa_index, tmp_path):
 def test_build_is_reused_not_rebuilt(sa_index, corpus, tokenizer):
     again = build_index(corpus, tokenizer, sa_index.path)
     assert again.meta == sa_index.meta
+
+
+def test_external_infini_gram_directory(ig_index, tokenizer, tmp_path):
+    """An infini-gram directory without our records (as if built elsewhere) answers like our own index."""
+    from memlab.methods.trace.index import ExternalInfiniGramIndex
+
+    ext = ExternalInfiniGramIndex(ig_index.path, tokenizer, token_dtype="u16", cache_dir=tmp_path)
+    assert ext.n_docs == ig_index.n_docs and (ext.unigram == ig_index.unigram).all()
+    assert ext.doc_text(5) == ig_index.doc_text(5)
+    g = [int(t) for t in tokenizer(ig_index.doc_text(2))["input_ids"][:40]]
+    assert ext.longest_matches(g).tolist() == ig_index.longest_matches(g).tolist()
+    with pytest.raises(MemlabError, match="not an infini-gram index"):
+        ExternalInfiniGramIndex(tmp_path, tokenizer)

@@ -16,7 +16,6 @@ import functools
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError

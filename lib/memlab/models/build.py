@@ -57,6 +57,7 @@ def plan(zoo: str, out: str, only: list[str] | None, convert: bool) -> list[list
     first = [("convert", n) for n in SOURCES if convert and wanted(n) and not is_converted(Path(out) / n)]
     waves: list[list[tuple]] = [first]
     done: set[str] = set()
+    rebuilt: set[str] = set()
     pending = {n: load_family(n, zoo, out) for n in families if wanted(n)}
     # families that init_from another family must wait for it (it is built too, even if not in --only)
     for fam in list(pending.values()):
@@ -70,7 +71,12 @@ def plan(zoo: str, out: str, only: list[str] | None, convert: bool) -> list[list
             raise ConfigError(f"zoo: init_from cycle among {', '.join(pending)}")
         wave = waves[0] if len(waves) == 1 and not done else []
         for fam in ready:
-            wave.extend(("family", fam.name, s) for s in fam.sizes if not fam.is_built(s))
+            parent = (fam.cfg.get("init_from") or {}).get("family")
+            # a family continued from one being rebuilt is stale too, whatever its own records say
+            todo = fam.sizes if parent in rebuilt else [s for s in fam.sizes if not fam.is_built(s)]
+            wave.extend(("family", fam.name, s) for s in todo)
+            if todo:
+                rebuilt.add(fam.name)
             done.add(fam.name)
             del pending[fam.name]
         if wave is not waves[0]:

@@ -154,7 +154,11 @@ class Family:
             done = self.model_dir(s) / "done.json"
             if not done.exists():
                 return False
-            if json.loads(done.read_text()).get("fingerprint") != self.spec(s).fingerprint():
+            try:
+                current = self.spec(s).fingerprint()
+            except MissingSourceError:  # the family it continues from is not built (yet)
+                return False
+            if json.loads(done.read_text()).get("fingerprint") != current:
                 return False
         return True
 

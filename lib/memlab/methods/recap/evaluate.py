@@ -61,13 +61,16 @@ def book_scores(df: pd.DataFrame, variant: str = "recall") -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def table3(books: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0, targets: Sequence[str] | None = None) -> pd.DataFrame:
+def table3(books: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0, targets: Sequence[str] | None = None,
+           variant: str = "recall", stem: bool = True) -> pd.DataFrame:
     """Rows (category, method), columns = targets + Avg.: bootstrap mean ± sd over the books (Table 3)."""
     targets = list(targets or sorted(books["target"].unique()))
+    metric = (f"book token-weighted ROUGE-L {variant} ({'stemmed ' if stem else ''}word tokens), "
+              f"bootstrap mean ± sd over books ({n_resamples} resamples)")
     rows = []
     for cat in [c for c in ("public_domain", "copyrighted", "non_training", "papers") if c in set(books["category"])]:
         for m in METHODS:
-            row = {"category": cat, "method": METHOD_NAMES[m]}
+            row = {"metric": metric, "category": cat, "method": METHOD_NAMES[m]}
             means = []
             for t in targets:
                 x = books[(books.category == cat) & (books.method == m) & (books.target == t)]["rouge_l"]

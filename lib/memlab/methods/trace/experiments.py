@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from pathlib import Path
 from typing import Sequence
@@ -19,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from memlab.errors import MemlabError
-from memlab.methods.trace.metrics import corpus_metrics, span_lengths, token_accuracy
+from memlab.methods.trace.metrics import corpus_metrics, token_accuracy
 from memlab.methods.trace.propme import Prompt, propensity
 from memlab.methods.trace.simpletrace import GenerationTrace, Tracer
 
@@ -343,3 +342,18 @@ def run_propme(backend, tracer: Tracer, template_file: str | Path, docs, *, n_pr
     prompts = [p for s in sets.values() for p in s]
     gens = generate(backend, prompts, max_new_tokens=max_new_tokens, seed=seed, progress=progress)
     return trace_generations(tracer, gens, extra, progress=progress), sets
+
+
+def external_corpus(spec: dict, tokenizer, cache_root: str | Path, n_docs: int, seed: int = 0):
+    """An existing infini-gram index directory (``spec.infini_gram_dir``, built with ``tokenizer``,
+    ``spec.token_dtype`` default u16) plus ``n_docs`` documents sampled from it for prefix prompts."""
+    from memlab.data.records import Document
+    from memlab.methods.trace.index import ExternalInfiniGramIndex
+
+    index = ExternalInfiniGramIndex(spec["infini_gram_dir"], tokenizer, token_dtype=spec.get("token_dtype", "u16"),
+                                    cache_dir=cache_root)
+    rng = random.Random(f"{seed}:external")
+    picks = sorted(rng.sample(range(index.n_docs), min(n_docs, index.n_docs)))
+    docs = [Document(id=index.doc_id(i), text=index.doc_text(i), source=str(index.path), licence="unknown")
+            for i in picks]
+    return index, [d for d in docs if d.text.strip()]
