@@ -68,3 +68,14 @@ def test_echotrace_mini_from_packages():
     assert [b.id for b in books] == ["kjv/Ruth"] and len(books[0].chapters) == 2
     assert isinstance(books[0], Book) and books[0].licence
     assert any("papers" in n for n in notes)  # said honestly: no LaTeX papers offline
+
+
+def test_user_books_by_config(tmp_path):
+    (tmp_path / "pg1.txt").write_text(GUT, encoding="utf-8")
+    (tmp_path / "novel.txt").write_bytes("Chapter 1\n\nZo\u00eb ran.".encode("cp1252"))
+    books, notes = echotrace_mini({"files": [
+        {"path": str(tmp_path / "pg1.txt"), "format": "gutenberg"},
+        {"path": str(tmp_path / "novel.txt"), "category": "copyrighted", "title": "Novel"},
+        {"path": str(tmp_path / "missing.txt"), "category": "copyrighted"}]})
+    assert [(b.title, b.category) for b in books] == [("A Test Book", "public_domain"), ("Novel", "copyrighted")]
+    assert "Zoë ran." in books[1].text and any("missing.txt" in n for n in notes)

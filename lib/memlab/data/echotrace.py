@@ -272,6 +272,7 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
         copyrighted:   {licences: [GPL-3, Apache-2.0], max_words: 600}
         non_training:  {n_docs: 2, max_words: 600, min_date: "2025-01-01", download: false}
         papers:        {paths: [path/to/arxiv-source.tar.gz, ...]}
+        files:         [{path: pg84.txt, category: public_domain, format: gutenberg}, ...]   # real books
 
     A category whose source package is missing is skipped with a note (not silently): the notebook shows
     the notes next to the tables.
@@ -310,6 +311,16 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
                 books.append(_doc_book(d, "non_training", nt.get("max_words")))
         except MemlabError as err:
             notes.append(f"non_training: skipped ({err})")
+    for f in spec.get("files") or []:  # user-supplied books: {path, category, format: plain|gutenberg, title}
+        try:
+            if f.get("format", "plain") == "gutenberg":
+                books.append(load_gutenberg(f["path"], category=f.get("category", "public_domain"),
+                                            title=f.get("title")))
+            else:
+                books.append(load_plain_text(f["path"], category=f["category"], title=f.get("title"),
+                                             licence=f.get("licence", "unknown"), date=f.get("date")))
+        except MemlabError as err:
+            notes.append(f"files: {f.get('path')} skipped ({err})")
     pp = spec.get("papers") or {}
     for p in pp.get("paths") or []:
         try:

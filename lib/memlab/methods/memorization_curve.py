@@ -68,7 +68,7 @@ def curve_rows(checkpoints: Mapping[tuple[str, int], object], probes_by_split: M
     ``checkpoints`` maps (size, epoch) → checkpoint; ``backend_for(checkpoint)`` returns a Backend for it.
     """
     rows = []
-    items: Iterable = sorted(checkpoints.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+    items: Iterable = list(checkpoints.items())  # the caller's order (family size order, then epoch)
     if progress:
         from tqdm.auto import tqdm
 
@@ -87,12 +87,13 @@ def curve_rows(checkpoints: Mapping[tuple[str, int], object], probes_by_split: M
 
 def family_curve(family, *, model_cfg: Mapping, cache_cfg: Mapping | None, n_probes: int, prefix_len: int,
                  cont_len: int, seed: int, sizes: Sequence[str] | None = None,
-                 epochs: Sequence[int] | None = None, progress: bool = True):
+                 epochs: Sequence[int] | None = None, epoch_every: int = 1, progress: bool = True):
     """The whole curve for a zoo family (``memlab.models.zoo.Family``) as a DataFrame.
 
     Probes are drawn once (same windows for every size and epoch) from the family's members and
     non-members with its tokenizer; each checkpoint is loaded through ``build_backend`` with ``model_cfg``
-    (device, dtype, threads, batch size) pointed at the checkpoint folder.
+    (device, dtype, threads, batch size) pointed at the checkpoint folder. ``epochs`` (explicit list) wins
+    over ``epoch_every`` (every n-th epoch plus the last).
     """
     import pandas as pd
     from transformers import AutoTokenizer
@@ -100,7 +101,12 @@ def family_curve(family, *, model_cfg: Mapping, cache_cfg: Mapping | None, n_pro
     from memlab.backends.factory import build_backend
 
     sizes = list(sizes) if sizes else family.sizes
-    epochs = list(epochs) if epochs else list(range(1, family.epochs + 1))
+    if epochs:
+        epochs = list(epochs)
+    else:  # every ``epoch_every``-th epoch, always ending at the last one
+        if epoch_every < 1:
+            raise ConfigError(f"epoch_every must be >= 1, got {epoch_every}")
+        epochs = sorted({*range(epoch_every, family.epochs + 1, epoch_every), family.epochs})
     tok = AutoTokenizer.from_pretrained(str(family.tokenizer_dir))
     encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     probes = {"member": sample_probes(family.members, encode, n_probes, prefix_len, cont_len, seed),
