@@ -105,7 +105,7 @@ def run(quick: bool = False) -> dict:
                  [d.text for d in load_corpus("stdlib")[:60]]
         tok = train_tokenizer(sample, 4096, tmp / "tok")
         encode = lambda t: tok(t, add_special_tokens=False, verbose=False)["input_ids"]  # noqa: E731
-        docs, ntok = _corpus(target, tok, encode)
+        docs, ntok = _corpus(int(target * 1.03), tok, encode)  # 2 % are held out below
         rng.shuffle(docs)
         n_held = max(2, len(docs) // 50)
         held, indexed = docs[:n_held], docs[n_held:]

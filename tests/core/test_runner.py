@@ -37,7 +37,7 @@ def _run(micro_zoo, results, *extra):
     args = [sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
             f"params.zoo_dir={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
             f"paths.results={results}", f"paths.cache={micro_zoo / 'cache'}",
-            "params.n_probes=6", "params.prefix_len=8", "params.cont_len=8", *extra]
+            "params.n_probes=6", "params.prefix_len=8", "params.cont_len=8", "params.epoch_every=1", *extra]
     if "logger=null" not in extra:
         args.append(f"logger.dir={micro_zoo}")
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
@@ -47,7 +47,7 @@ def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, tmp_path):
     r1 = _run(micro_zoo, tmp_path / "a")
     assert r1.returncode == 0, r1.stderr[-3000:]
     runs = list((tmp_path / "a" / "memorization_curve").iterdir())
-    assert len(runs) == 1 and runs[0].name.startswith("cont_len=8,family=micro,")
+    assert len(runs) == 1 and runs[0].name.startswith("cont_len=8,epoch_every=1,family=micro,")
     out = runs[0]
     for f in ("memorization_curve.ipynb", "memorization_curve.html", "config.yaml", "metrics.json",
               "tables/continuation_rate.csv", "figures/memorization_curve.png"):

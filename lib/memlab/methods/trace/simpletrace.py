@@ -155,14 +155,16 @@ def words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-def classify_match(generation: str, document: str) -> str:
+def classify_match(generation: str, document: str, normalized_document: str | None = None) -> str:
     """``full_raw`` if one stripped text contains the other verbatim (the generation is entirely
     training text, or it reproduces a whole document); ``full_normalized`` if that holds after
-    :func:`normalize_text`; else ``partial``."""
+    :func:`normalize_text`; else ``partial``. ``normalized_document`` may pass a cached
+    ``normalize_text(document)``."""
     g, d = generation.strip(), document.strip()
     if g and d and (g in d or d in g):
         return "full_raw"
-    gn, dn = normalize_text(g), normalize_text(d)
+    gn = normalize_text(g)
+    dn = normalized_document if normalized_document is not None else normalize_text(d)
     if gn and dn and (gn in dn or dn in gn):
         return "full_normalized"
     return "partial"
@@ -172,6 +174,11 @@ def nv_stats(generation: str, document: str, gen_char: int, doc_char: int) -> tu
     """Near-verbatim statistics with the generation's char ``gen_char`` aligned to the document's
     ``doc_char`` (see :class:`NVStats`). Returns the stats and the reference window as text."""
     cand = words(generation)
+    # only a window of the document can line up (the generation's length on each side, in characters);
+    # cutting it keeps long documents cheap and gives the same window as the whole document
+    pad = len(generation) + 1
+    a = max(0, doc_char - gen_char - pad)
+    document, doc_char = document[a:doc_char + (len(generation) - gen_char) + pad], doc_char - a
     doc_words = words(document)
     gw = len(words(generation[:gen_char]))
     dw = len(words(document[:doc_char]))
@@ -231,9 +238,21 @@ class Tracer:
         self.index, self.tok = index, tokenizer
         self.k_frac, self.doc_cap, self.max_scan = k_frac, doc_cap, max_scan
         self.min_span_tokens, self.word_boundaries, self.on_empty = min_span_tokens, word_boundaries, on_empty
+        self._docs: dict[int, tuple[str, str]] = {}
         total = max(int(index.unigram.sum()), 1)
         with np.errstate(divide="ignore"):
             self._logp = np.where(index.unigram > 0, np.log(np.maximum(index.unigram, 1) / total), -10000.0)
+
+    def _doc(self, doc_ix: int) -> tuple[str, str]:
+        """(raw text, normalized text) of a document, memoized (recent documents recur across spans)."""
+        hit = self._docs.get(doc_ix)
+        if hit is None:
+            text = self.index.doc_text(doc_ix)
+            hit = (text, normalize_text(text))
+            if len(self._docs) >= 512:
+                self._docs.pop(next(iter(self._docs)))
+            self._docs[doc_ix] = hit
+        return hit
 
     # -- step 1
     def candidate_spans(self, ids: np.ndarray, text: str, offsets) -> list[tuple[int, int]]:
@@ -286,11 +305,11 @@ class Tracer:
                 by_doc.setdefault(d, []).append(sp)
         docs = []
         for d, sps in sorted(by_doc.items()):
-            doc_text = self.index.doc_text(d)
+            doc_text, doc_norm = self._doc(d)
             anchor = max(sps, key=lambda sp: (sp.length, -sp.start))
             doc_char = doc_text.find(anchor.text)
             nv, ref = nv_stats(text, doc_text, offsets[anchor.start][0], max(doc_char, 0))
-            docs.append(DocMatch(doc_ix=d, doc_id=self.index.doc_id(d), kind=classify_match(text, doc_text),
+            docs.append(DocMatch(doc_ix=d, doc_id=self.index.doc_id(d), kind=classify_match(text, doc_text, doc_norm),
                                  n_spans=len(sps), nv=nv, reference_text=ref))
         # step 4: merge
         segments = merge_spans([(sp.start, sp.end) for sp in spans])
