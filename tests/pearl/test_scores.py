@@ -1,6 +1,5 @@
 """Sensitivity (seed 001 eq. 3), GFD (seed 003 eq. 3), decision and calibration, on hand-computed values."""
 
-import math
 
 import pytest
 

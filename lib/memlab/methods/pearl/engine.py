@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 
 from memlab.backends.base import Backend, GenerationRequest
 from memlab.data.records import Document

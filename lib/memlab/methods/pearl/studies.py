@@ -14,10 +14,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
