@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
-
 from memlab.backends.base import Backend, GenerationRequest
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MemlabError
