@@ -101,9 +101,9 @@ class TrainSpec:
             "nonmembers": [[x.id, x.sha256] for x in self.nonmembers],
             "arch": dataclasses.asdict(self.arch) if self.arch else None,
             **{k: getattr(self, k) for k in ("vocab_size", "epochs", "seq_len", "batch_size", "lr", "min_lr_ratio",
-                                             "warmup_steps", "weight_decay", "seed", "init_from", "tokenizer_on")},
+                                             "warmup_steps", "weight_decay", "seed", "tokenizer_on")},
         }
-        if self.init_from:
+        if self.init_from:  # the starting weights, not where they live: a moved models/ folder stays valid
             d["init_weights"] = _dir_hash(Path(self.init_from))
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
