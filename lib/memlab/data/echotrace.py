@@ -111,14 +111,9 @@ class Book:
 
 def save_books(books: Iterable[Book], path: str | Path) -> Path:
     """JSONL, one book a line, written atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        for b in books:
-            f.write(json.dumps(b.to_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    from memlab.data.records import write_jsonl_rows
+
+    return write_jsonl_rows((b.to_dict() for b in books), path)
 
 
 def load_books(path: str | Path) -> list[Book]:

@@ -38,14 +38,28 @@ class Document:
 
 def write_jsonl(docs: Iterable[Document], path: str | Path) -> Path:
     """Write documents as JSONL atomically (tmp file + rename), so a killed run leaves no half file."""
+    return write_jsonl_rows((d.to_dict() for d in docs), path)
+
+
+def write_jsonl_rows(rows: Iterable[dict], path: str | Path) -> Path:
+    """Write JSON-ready dicts one a line, atomically (tmp file + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with tmp.open("w", encoding="utf-8") as f:
-        for d in docs:
-            f.write(json.dumps(d.to_dict(), ensure_ascii=False) + "\n")
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path
+
+
+def sha256_file(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def read_jsonl(path: str | Path) -> list[Document]:

@@ -33,6 +33,7 @@ from datetime import date
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from memlab.data.records import sha256_file
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
 
@@ -158,14 +159,6 @@ def sdist_path(pin: Pin, cache_dir: Path) -> Path | None:
     return None
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def download_command(pin: Pin, cache_dir: Path) -> list[str]:
     return [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
             "--disable-pip-version-check", "-d", str(cache_dir), pin.spec]
@@ -195,7 +188,7 @@ def fetch_sdists(pins: list[Pin], cache_dir: str | Path = DEFAULT_CACHE, retries
                     f"-d {cache_dir} {pin.spec}`")
             if path is None:
                 time.sleep(2 ** attempt)
-        if pin.sha256 and _sha256_file(path) != pin.sha256:
+        if pin.sha256 and sha256_file(path) != pin.sha256:
             path.unlink()
             raise MissingSourceError(f"release_notes: {path.name} does not match its pinned sha256; rerun "
                                      f"`pip download --no-deps --no-binary :all: -d {cache_dir} {pin.spec}`")

