@@ -1,5 +1,8 @@
 # memlab — the two commands: `make reproduce` and `make test`. See README.md.
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+# this machine's pip config lists an index folder that may be missing; its warning is noise
+QUIET_PIP := 2>&1 | { grep -v 'neither a file nor a directory' || true; }
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -27,8 +30,8 @@ setup: $(STAMP) debs
 $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null || { echo "memlab: error: $(PYTHON) not found; install Python 3.11 (or make PYTHON=/path/to/python3.11)"; exit 1; }
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c requirements.lock -e ".[test]"
+	$(PY) -m pip install -q --upgrade pip $(QUIET_PIP)
+	$(PY) -m pip install -q -c requirements.lock -e ".[test]" $(QUIET_PIP)
 	@touch $(STAMP)
 
 # Debian data packages: installed when missing and we are root; otherwise one line naming the command.

@@ -88,6 +88,14 @@ class Report:
         node = OmegaConf.merge(OmegaConf.create({"paths": self.cfg.paths}), {"model": OmegaConf.load(path)})
         return OmegaConf.create(OmegaConf.to_container(node, resolve=True)["model"])
 
+    def record_usage(self) -> dict:
+        """Write this run's model usage (requests, tokens, dollars of real backend calls — cache hits cost
+        nothing) to ``usage.json``. Kept out of metrics.json: it depends on what the cache already held, and
+        metrics must be identical for the same config and seed."""
+        u = self.usage()
+        (self.out_dir / "usage.json").write_text(json.dumps(u, indent=2, sort_keys=True) + "\n")
+        return u
+
     def usage(self) -> dict:
         total = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
         for b in self._backends:
