@@ -12,7 +12,7 @@ same outputs as an uninterrupted one.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, asdict
 from typing import Sequence
 
 

@@ -19,9 +19,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores, Usage, \
-    render_plain_chat
-from memlab.backends.jobs import OnDone, SampleJob, SampleResult, assemble, expand, sample_seed, truncate_at_stop
+from memlab.backends.base import GenerationRequest, Message, Sample, TokenScores, Usage, render_plain_chat
+from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult, sample_seed, truncate_at_stop
 from memlab.errors import ConfigError, MemlabError
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
@@ -120,7 +119,7 @@ class _StopStrings:
         return done
 
 
-class HFBackend(Backend):
+class HFBackend(PerSampleBackend):
     """A causal LM loaded with ``transformers``; exposes ``.model`` and ``.tokenizer``."""
 
     def __init__(self, path: str, *, gguf_file: str | None = None, revision: str | None = "auto",
@@ -233,11 +232,6 @@ class HFBackend(Backend):
         return self.tokenizer(request.prompt)["input_ids"]
 
     # ---- generation ----------------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
-        jobs = expand(requests)
-        results = self.generate_samples(jobs, progress=progress)
-        return assemble(requests, dict(zip(jobs, results)))
-
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
                          on_done: OnDone | None = None) -> list[SampleResult]:
         ids_of: dict[GenerationRequest, list[int]] = {}

@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from memlab.backends.base import Generation, GenerationRequest, Sample
+from memlab.backends.base import Backend, Generation, GenerationRequest, Sample
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,19 @@ class SampleBackend(Protocol):
 
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
                          on_done: OnDone | None = None) -> list[SampleResult]: ...
+
+
+class PerSampleBackend(Backend):
+    """A backend that computes single samples (:meth:`generate_samples`); whole requests are assembled here."""
+
+    def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
+        jobs = expand(requests)
+        results = self.generate_samples(jobs, progress=progress)
+        return assemble(requests, dict(zip(jobs, results)))
+
+    def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
+                         on_done: OnDone | None = None) -> list[SampleResult]:
+        raise NotImplementedError
 
 
 def sample_seed(seed: int, index: int) -> int:

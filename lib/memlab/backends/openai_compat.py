@@ -29,8 +29,8 @@ from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from memlab.backends.base import Backend, Generation, GenerationRequest, Sample, TokenScores, Usage
-from memlab.backends.jobs import OnDone, SampleJob, SampleResult, api_seed, assemble, expand, truncate_at_stop
+from memlab.backends.base import Sample, TokenScores, Usage
+from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, truncate_at_stop
 from memlab.errors import BackendError, ConfigError, MemlabError
 
 _RETRY_STATUS = {408, 409, 429}
@@ -41,7 +41,7 @@ def _first_line(err: BaseException, limit: int = 200) -> str:
     return (text[0] if text else type(err).__name__)[:limit]
 
 
-class OpenAICompatBackend(Backend):
+class OpenAICompatBackend(PerSampleBackend):
     """A model behind an OpenAI-compatible HTTP API."""
 
     def __init__(self, *, base_url: str, model_id: str, api_key_env: str | None = None, name: str | None = None,
@@ -89,11 +89,6 @@ class OpenAICompatBackend(Backend):
         return cls(**kwargs)
 
     # ---- generation ----------------------------------------------------------------------------------------
-    def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
-        jobs = expand(requests)
-        results = self.generate_samples(jobs, progress=progress)
-        return assemble(requests, dict(zip(jobs, results)))
-
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
                          on_done: OnDone | None = None) -> list[SampleResult]:
         out: list[SampleResult | None] = [None] * len(jobs)
