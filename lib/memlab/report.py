@@ -10,7 +10,6 @@ folder: ``tables/<name>.csv``, ``figures/<name>.png``, ``metrics.json``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from pathlib import Path
@@ -134,17 +133,6 @@ class Report:
         tmp.write_text(json.dumps(self._metrics, indent=2, sort_keys=True) + "\n")
         tmp.replace(self._metrics_path)
         return dict(self._metrics)
-
-    def redact(self, text: str, *, category: str | None = None) -> str:
-        """Text safe to write: unchanged unless redaction applies (params.redact, or the category is in
-        params.redact_categories); then only a length and a SHA-256 prefix."""
-        params = self.cfg.get("params", {}) or {}
-        on = bool(params.get("redact", False)) or (category is not None and category in
-                                                     list(params.get("redact_categories", []) or []))
-        if not on:
-            return text
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-        return f"[redacted: {len(text)} chars, sha256 {digest}]"
 
 
 def positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:

@@ -132,7 +132,7 @@ def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
     os.environ.setdefault("WANDB_SILENT", "true")
     run = wandb.init(project=lg.get("project", "memlab"), entity=lg.get("entity"), mode=lg.get("mode", "offline"),
                      dir=lg.get("dir"), name=f"{resolved['experiment_name']}/{resolved['run']['key']}",
-                     group=resolved["experiment_name"], config=_strip_run(resolved), reinit="finish_previous")
+                     group=resolved["experiment_name"], config={k: v for k, v in resolved.items() if k != "run"}, reinit="finish_previous")
     try:
         flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         run.summary.update(flat)
@@ -143,10 +143,6 @@ def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
             run.log({f"figure/{png.stem}": wandb.Image(str(png))})
     finally:
         run.finish()
-
-
-def _strip_run(resolved: dict) -> dict:
-    return {k: v for k, v in resolved.items() if k not in ("run",)}
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")

@@ -44,15 +44,6 @@ def test_figures_are_byte_identical_across_runs(tmp_path):
     assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
-def test_redaction(tmp_path):
-    rep = Report(_cfg(tmp_path, redact=True), experiment="memorization_curve")
-    red = rep.redact("secret text")
-    assert "secret" not in red and "sha256" in red
-    rep2 = Report(_cfg(tmp_path, redact=False, redact_categories=["copyrighted"]), experiment="memorization_curve")
-    assert rep2.redact("open", category="public_domain") == "open"
-    assert "open" not in rep2.redact("open", category="copyrighted")
-
-
 def test_wrong_experiment_is_refused(tmp_path):
     import pytest
 

@@ -423,12 +423,8 @@ class SuffixArrayIndex(TokenIndex):
                         lo, hi = self._narrow(lo, hi, off, int(g[i + off]))
                 else:
                     l = got
-            while lo < hi and i + l < L:
-                nlo, nhi = self._narrow(lo, hi, l, int(g[i + l]))
-                if nlo >= nhi:
-                    break
-                lo, hi = nlo, nhi
-                l += 1
+            if lo < hi:
+                lo, hi, l = self._extend(g, i, lo, hi, l)
             out[i] = l
             p = int(self.SA[lo]) if l > 0 else -1
         return out
@@ -439,15 +435,18 @@ class SuffixArrayIndex(TokenIndex):
         L = len(g)
         out = np.zeros(L, dtype=np.int64)
         for i in range(L):
-            lo, hi, l = 0, self.N, 0
-            while i + l < L:
-                nlo, nhi = self._narrow(lo, hi, l, int(g[i + l]))
-                if nlo >= nhi:
-                    break
-                lo, hi = nlo, nhi
-                l += 1
-            out[i] = l
+            out[i] = self._extend(g, i, 0, self.N, 0)[2]
         return out
+
+    def _extend(self, g: np.ndarray, i: int, lo: int, hi: int, l: int) -> tuple[int, int, int]:
+        """Grow the match of ``g[i:i+l]`` (SA interval [lo, hi)) token by token while the corpus agrees."""
+        while i + l < len(g):
+            nlo, nhi = self._narrow(lo, hi, l, int(g[i + l]))
+            if nlo >= nhi:
+                break
+            lo, hi = nlo, nhi
+            l += 1
+        return lo, hi, l
 
 
 # --------------------------------------------------------------------------------------- infini-gram
