@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from memlab.errors import ConfigError
 
@@ -29,6 +29,13 @@ CONF_DIR = repo_root() / "conf"
 
 if not OmegaConf.has_resolver("memlab_root"):
     OmegaConf.register_new_resolver("memlab_root", lambda: str(repo_root()))
+
+
+def to_plain(node):
+    """A config node (OmegaConf or plain) as plain dicts/lists, interpolations resolved."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
 
 
 def experiment_names() -> list[str]:

@@ -42,6 +42,17 @@ class Report:
         self._seed_everything()
 
     # -- config -------------------------------------------------------------------------------------------
+    def typed(self, key: str):
+        """The config node at dotted ``key`` (e.g. ``"method"``, ``"params"``) as the dataclass its ``_schema_``
+        names — every value checked, no defaults in code (see :mod:`memlab.schema`)."""
+        from memlab.config import to_plain
+        from memlab.schema import SCHEMA_KEY, schema_class, typed
+
+        node = OmegaConf.select(self.cfg, key)
+        if node is None or SCHEMA_KEY not in node:
+            raise ConfigError(f"config key {key}: missing or has no {SCHEMA_KEY}")
+        return typed(schema_class(node[SCHEMA_KEY], key), to_plain(node), key)
+
     @property
     def params(self) -> DictConfig:
         return self.cfg.params

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memlab.config import CONF_DIR, check_experiment
 from memlab.errors import ConfigError, MemlabError
+from memlab.schema import validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "WANDB_MODE": "offline", "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -59,6 +60,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
     for k, v in OFFLINE_ENV.items():
         os.environ.setdefault(k, v)
     resolved = _resolve(cfg)
+    validate_tree(resolved)  # every node with a _schema_ is typed and range-checked before any model loads
     name = resolved["experiment_name"]
     out_dir = Path(resolved["paths"]["results"]) / name / key
     resolved["run"] = {"key": key, "out_dir": str(out_dir)}
