@@ -17,7 +17,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup debs reproduce test bench lab dvc.yaml clean-results
+.PHONY: help setup debs reproduce test bench lab dvc.yaml clean-results data models zoo
 
 help:
 	@echo "make reproduce  — set up, then run the whole embedded reproduction (dvc repro)"
@@ -49,6 +49,16 @@ dvc.yaml: $(STAMP)
 reproduce: setup dvc.yaml
 	$(VENV)/bin/dvc repro
 	@echo "memlab: results in results/ (each run: .html, figures/, tables/, metrics.json)"
+
+# Parts of the pipeline, named in error hints: corpora, all models (conversions + tiny families), tiny families.
+data: setup dvc.yaml
+	$(VENV)/bin/dvc repro data
+
+models: setup dvc.yaml
+	$(VENV)/bin/dvc repro --glob 'model-*' 'zoo-*'
+
+zoo: setup dvc.yaml
+	$(VENV)/bin/dvc repro --glob 'zoo-*'
 
 test: setup
 	$(PY) -m pytest -q tests

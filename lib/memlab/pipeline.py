@@ -5,8 +5,10 @@
 
 Stages: ``data`` (corpora), one per offline model conversion, one per tiny-model family in ``conf/zoo/``, and
 one per experiment in ``conf/experiment/``. An experiment stage depends on every conf file its composition
-reads (config.yaml, the chosen option of each group, its experiment and scale files), on the shared library
-code plus its own method package, on its notebook, and on the data and models it ``requires``. ``make
+reads (config.yaml, the chosen option of each group, its experiment and scale files), on every lib/ file
+reachable by imports from the runner, the report helper, its notebook's imports and the ``_schema_`` classes
+its config names (so a method's study.py decides its code dependencies), on non-Python ``requires.code``
+(prompts), on its notebook, and on the data and models it ``requires``. ``make
 reproduce`` regenerates dvc.yaml before ``dvc repro``, so editing any of those re-runs exactly the stages that
 read it, and a second ``dvc repro`` runs nothing.
 """
@@ -14,6 +16,9 @@ read it, and a second ``dvc repro`` runs nothing.
 from __future__ import annotations
 
 import argparse
+import ast
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -22,10 +27,101 @@ from omegaconf import OmegaConf
 
 from memlab.config import CONF_DIR, experiment_names, repo_root
 
-CORE_CODE = ["lib/memlab/__init__.py", "lib/memlab/errors.py", "lib/memlab/config.py", "lib/memlab/report.py",
-             "lib/memlab/run.py", "lib/memlab/backends", "lib/memlab/data", "lib/memlab/metrics"]
+# what every experiment runs through; everything else an experiment uses is found from its notebook's imports
+ENTRY_MODULES = ["memlab.run", "memlab.report"]
 CONVERTED_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
+# zoo builds train this many models at once, each in its own process on one torch thread, so the weights are
+# bit-identical whatever this number is (the sizes of a family are independent); 2 = the cores we have
+ZOO_JOBS = 2
 PY = "python"
+
+
+_LAZY = re.compile(r"memlab(\.\w+)+(:\w+)?")
+
+
+def _module_file(name: str) -> Path | None:
+    base = repo_root() / "lib" / Path(*name.split("."))
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count)."""
+    tree = ast.parse(path.read_text(), str(path))
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
+            found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
+    return {m for m in found if m == "memlab" or m.startswith("memlab.")}
+
+
+def code_deps(roots: list[str]) -> list[str]:
+    """Every lib/ file reachable by imports from the ``roots`` modules (parents' __init__ included)."""
+    seen: set[str] = set()
+    todo = list(roots)
+    files: set[Path] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))  # importing a.b.c runs a and a.b
+        f = _module_file(name)
+        if f is None:
+            continue
+        files.add(f)
+        todo.extend(_imports(f, name))
+    return sorted(_rel(f) for f in files)
+
+
+def notebook_imports(nb: Path) -> list[str]:
+    """memlab modules the notebook's code cells import."""
+    cells = json.loads(nb.read_text())["cells"]
+    found: set[str] = set()
+    for c in cells:
+        if c.get("cell_type") != "code":
+            continue
+        src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        src = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+    return sorted(m for m in found if m == "memlab" or m.startswith("memlab."))
+
+
+def _schema_modules(raw) -> list[str]:
+    """Modules named by ``_schema_`` keys anywhere in the experiment's config (the runner imports them)."""
+    out: list[str] = []
+    if isinstance(raw, dict):
+        for k, v in raw.items():
+            if k == "_schema_" and isinstance(v, str):
+                out.append(v.rpartition(".")[0])
+            else:
+                out.extend(_schema_modules(v))
+    elif isinstance(raw, list):
+        for v in raw:
+            out.extend(_schema_modules(v))
+    return out
 
 
 def _rel(p: Path) -> str:
@@ -84,6 +180,14 @@ def _requires_to_deps(req: dict) -> list[str]:
     return deps
 
 
+def run_outputs(run_dir: str, notebook_stem: str) -> dict:
+    """The DVC outputs of one run folder. Every output is cached — metrics.json too — so `dvc push` and
+    `dvc pull` carry all of them (a ``cache: false`` metrics file is left behind and shows as deleted)."""
+    return {"outs": [f"{run_dir}/tables", f"{run_dir}/figures", f"{run_dir}/{notebook_stem}.ipynb",
+                     f"{run_dir}/{notebook_stem}.html", f"{run_dir}/config.yaml"],
+            "metrics": [f"{run_dir}/metrics.json"]}
+
+
 def stages() -> dict:
     families = _zoo_families()
     st: dict[str, dict] = {}
@@ -105,7 +209,7 @@ def stages() -> dict:
         if parent:
             deps.append(_model_out(parent))
         st[f"zoo-{fam}"] = {
-            "cmd": f"{PY} -m memlab.models.build --zoo conf/zoo --out models --only {fam}",
+            "cmd": f"{PY} -m memlab.models.build --zoo conf/zoo --out models --only {fam} --jobs {ZOO_JOBS}",
             "deps": deps,
             "outs": [_model_out(fam)],
         }
@@ -115,14 +219,13 @@ def stages() -> dict:
         req = raw.get("requires") or {}
         nb = raw["notebook"]
         base = f"results/{exp}/default"
-        deps = [*CORE_CODE, *(req.get("code") or []), f"notebooks/{nb}", *_conf_files(full), *_requires_to_deps(req)]
-        stem = Path(nb).stem
+        roots = [*ENTRY_MODULES, *notebook_imports(repo_root() / "notebooks" / nb), *_schema_modules(raw)]
+        non_python = [c for c in (req.get("code") or []) if not str(c).startswith("lib/")]  # prompts/ etc.
+        deps = [*code_deps(roots), *non_python, f"notebooks/{nb}", *_conf_files(full), *_requires_to_deps(req)]
         st[f"exp-{exp}"] = {
             "cmd": f"{PY} -m memlab.run experiment={exp}",
             "deps": list(dict.fromkeys(deps)),  # dedup, order kept
-            "outs": [f"{base}/tables", f"{base}/figures", f"{base}/{stem}.ipynb", f"{base}/{stem}.html",
-                     f"{base}/config.yaml"],
-            "metrics": [{f"{base}/metrics.json": {"cache": False}}],
+            **run_outputs(base, Path(nb).stem),
         }
     return st
 

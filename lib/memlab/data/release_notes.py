@@ -6,7 +6,8 @@ Two sources, both read at run time:
    the changelog file(s) inside it). The data stage downloads them once with
    ``pip download --no-deps --no-binary :all:`` into a cache folder (default ``<repo>/.cache/sdists``) and
    verifies the sha256; later loads are offline.
-2. **Debian changelogs** ``/usr/share/doc/*/changelog.Debian.gz`` of the installed packages.
+2. **Debian changelogs** ``/usr/share/doc/*/changelog.Debian.gz`` of the installed packages — a named variant,
+   off by default (``debian_changelogs: false``): what is installed differs per machine, so the corpus would too.
 
 Sectioning: a changelog is cut at every heading that carries a release date (reST title lines such as
 ``26.3 (2026-11-02)``, ``Version 7.17.3 — 2026-11-11``, ``Release 9.0.4 (released Dec 04, 2025)``; Debian
@@ -222,9 +223,13 @@ def _passage_docs(package: str, version: str, d: date, text: str, min_tokens: in
 
 def load_release_notes(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Path = DEFAULT_CACHE,
                        min_date: str | None = None, min_tokens: int | None = None, download: bool = True,
-                       debian: bool = True, debian_doc: str | Path = DEBIAN_DOC) -> list[Document]:
-    """Passages dated ``>= min_date`` from the pinned sdists (+ Debian changelogs), ids unique, sorted."""
+                       debian: bool | None = None, debian_doc: str | Path = DEBIAN_DOC) -> list[Document]:
+    """Passages dated ``>= min_date`` from the pinned sdists (+ Debian changelogs when ``debian`` is on), ids
+    unique, sorted. ``debian=None`` takes ``debian_changelogs`` from the pin file (off by default: the installed
+    packages differ per machine, so the corpus — and every DVC hash downstream — would too)."""
     pins, cfg = read_pins(pins_file)
+    if debian is None:
+        debian = bool(cfg["debian_changelogs"])
     min_d = date.fromisoformat(str(min_date or cfg.get("min_date", "2025-01-01")))
     min_tokens = int(min_tokens or cfg.get("min_tokens", 300))
     cache_dir = Path(cache_dir)

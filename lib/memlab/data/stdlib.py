@@ -26,12 +26,13 @@ def load_stdlib(root: str | Path | None = None, min_chars: int = 200) -> list[Do
     docs = []
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root)
-        if any(part in _SKIP for part in rel.parts[:-1]) or rel.name.startswith(("_test", "test_", "__hello__")):
+        # (_sysconfigdata* and config-*/ are generated build config holding machine paths: not source)
+        if any(part in _SKIP or part.startswith("config-") for part in rel.parts[:-1]) or rel.name.startswith(("_test", "test_", "__hello__", "_sysconfigdata")):
             continue
         text = p.read_text(encoding="utf-8", errors="replace")
         if len(text) < min_chars:
             continue
-        docs.append(Document(id=f"stdlib/{rel.as_posix()}", text=text, source=f"python-{version}:{p}",
+        docs.append(Document(id=f"stdlib/{rel.as_posix()}", text=text, source=f"python-{version}:Lib/{rel.as_posix()}",  # no machine path
                              licence="PSF-2.0", date=None,
                              meta={"corpus": "stdlib", "module": rel.with_suffix("").as_posix().replace("/", "."),
                                    "python": version}))
