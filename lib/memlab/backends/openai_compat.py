@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+import json
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
@@ -97,7 +98,9 @@ class OpenAICompatBackend(PerSampleBackend):
         try:
             pending = {pool.submit(self._call, job): k for k, job in enumerate(jobs)}
             while pending:
-                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                # FIRST_COMPLETED: hand each sample to on_done (the cache commits it) the moment it finishes, so a
+                # run killed mid-batch loses only the requests in flight (FIRST_EXCEPTION waited for the batch)
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     k = pending.pop(fut)
                     res = fut.result()  # re-raises a worker's BackendError here, in the caller's thread
@@ -141,9 +144,7 @@ class OpenAICompatBackend(PerSampleBackend):
         if rq.max_new_tokens == 0:
             return SampleResult(Sample("", None, "length"), 0, 0)
         kind, params = self._params(job)
-        resp = self._with_retries(kind, params)
-        choice = resp.choices[0]
-        text = (choice.message.content if kind == "chat" else choice.text) or ""
+        resp, choice, text = self._with_retries(kind, params)
         text, cut = truncate_at_stop(text, rq.stop)
         reason = choice.finish_reason or "stop"
         # an API "stop" is either end-of-turn or a stop string the server already removed; we can't tell which
@@ -162,7 +163,13 @@ class OpenAICompatBackend(PerSampleBackend):
             try:
                 resp = create(**params)
                 self._reached = True
-                return resp
+                choice, text = _answer(kind, resp)
+                return resp, choice, text
+            except _BadAnswer as err:  # a proxy's HTML page, a truncated body, no choices, null content: retry
+                retry_after, why = None, f"sent {err}"
+            except (json.JSONDecodeError, oa.APIResponseValidationError) as err:
+                self._reached = True
+                retry_after, why = None, f"sent a body that is not valid JSON ({_first_line(err, 80)})"
             except oa.APITimeoutError as err:
                 retry_after, why = None, f"timed out ({_first_line(err)})"
             except oa.APIConnectionError as err:
@@ -184,6 +191,9 @@ class OpenAICompatBackend(PerSampleBackend):
                                        f"{_first_line(err)})") from None
                 retry_after, why = _retry_after(err), f"HTTP {status}"
             if attempt == self.max_retries:
+                if why.startswith("sent "):
+                    raise BackendError(f"{self.base_url} {why} on every one of {self.max_retries + 1} tries; "
+                                       "check that model.base_url points at an OpenAI-compatible server") from None
                 raise BackendError(f"{self.base_url} still failing after {self.max_retries} retries ({why}); "
                                    "lower model.concurrency or raise model.max_retries") from None
             with self._lock:
@@ -201,6 +211,25 @@ class OpenAICompatBackend(PerSampleBackend):
 
     def close(self) -> None:
         self.client.close()
+
+
+class _BadAnswer(Exception):
+    """The server answered 200 with something that is not a usable completion (never cached)."""
+
+
+def _answer(kind: str, resp: Any) -> tuple[Any, str]:
+    """(choice, text) of a completion response, or _BadAnswer saying what the server sent instead."""
+    if isinstance(resp, (str, bytes)):  # the SDK hands back the raw body when it is not JSON (e.g. an HTML page)
+        body = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else resp
+        raise _BadAnswer(f"a non-JSON body ({' '.join(body.split())[:60]!r})")
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise _BadAnswer("a response with no choices")
+    choice = choices[0]
+    text = getattr(getattr(choice, "message", None), "content", None) if kind == "chat" else getattr(choice, "text", None)
+    if not isinstance(text, str):
+        raise _BadAnswer(f"a choice whose {'message.content' if kind == 'chat' else 'text'} is {text!r}")
+    return choice, text
 
 
 def _retry_after(err) -> float | None:
