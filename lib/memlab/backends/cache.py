@@ -15,7 +15,9 @@ import hashlib
 import inspect
 import json
 import sqlite3
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -44,12 +46,18 @@ class CachedBackend(Backend):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        # autocommit (isolation_level=None): each INSERT is its own committed transaction
-        self._db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, method TEXT NOT NULL, "
-                         "value TEXT NOT NULL)")
+        try:
+            self._db = _open(self.path)
+        except sqlite3.DatabaseError as err:
+            # garbage, a truncated file, a text file: keep it for inspection, start an empty cache, say so
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            self.path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            print(f"memlab: warning: response cache {self.path} is not a usable sqlite database ({err}); moved it "
+                  f"to {aside.name} and started an empty cache (delete it, or run with cache=null to bypass the "
+                  "cache)", file=sys.stderr)
+            self._db = _open(self.path)
 
     def __getattr__(self, name: str) -> Any:
         # .tokenizer, .model, .score_token_ids, ... of the wrapped backend
@@ -158,6 +166,25 @@ class CachedBackend(Backend):
         with self._lock:
             self._db.close()
         self.inner.close()
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """Open (or create) the cache; sqlite3.DatabaseError if the file is not a healthy sqlite database."""
+    # autocommit (isolation_level=None): each INSERT is its own committed transaction
+    db = sqlite3.connect(str(path), timeout=60, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL survives a killed process
+        db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, method TEXT NOT NULL, "
+                   "value TEXT NOT NULL)")
+        (verdict,) = db.execute("PRAGMA quick_check").fetchone()  # a truncated file opens but is not whole
+        if verdict != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {verdict}")
+        db.execute("SELECT COUNT(*) FROM responses").fetchone()
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
 
 
 def _accepts_on_done(fn) -> bool:
