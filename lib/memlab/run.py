@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -55,34 +56,75 @@ def run_key(overrides: list[str] | str) -> str:
 
 
 def execute(cfg: DictConfig, key: str) -> Path:
-    """Run one experiment for an already composed config; returns the run folder."""
+    """Run one experiment for an already composed config; returns the run folder.
+
+    The run writes into ``results/<exp>/.<key>.partial/`` and that folder replaces ``results/<exp>/<key>/``
+    only when the notebook succeeded, so a failed or killed run never destroys the previous good result. A
+    failed run's folder (executed notebook + html) is kept as ``<key>.failed/`` beside it; a killed run's
+    partial folder is picked up again by the next run of the same key (RECAP resumes its events from it).
+    """
     check_experiment(cfg.get("experiment_name"))
     for k, v in OFFLINE_ENV.items():
         os.environ.setdefault(k, v)
     resolved = _resolve(cfg)
     validate_tree(resolved)  # every node with a _schema_ is typed and range-checked before any model loads
     name = resolved["experiment_name"]
-    out_dir = Path(resolved["paths"]["results"]) / name / key
-    resolved["run"] = {"key": key, "out_dir": str(out_dir)}
+    final = Path(resolved["paths"]["results"]) / name / key
+    work, failed = final.with_name(f".{key}.partial"), final.with_name(f"{key}.failed")
+    resolved["run"] = {"key": key, "out_dir": str(work), "result_dir": str(final)}
     nb_in = Path(resolved["paths"]["notebooks"]) / resolved["notebook"]
     if not nb_in.exists():
         raise ConfigError(f"experiment '{name}' names notebook {nb_in} which does not exist")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.json",):  # a rerun must not show numbers from an older run
-        (out_dir / stale).unlink(missing_ok=True)
-    (out_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    check_loopback()
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "metrics.json").unlink(missing_ok=True)  # numbers only from this run
+    (work / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
 
-    nb_out = out_dir / nb_in.name
+    nb_out = work / nb_in.name
     t0 = time.time()
-    print(f"memlab: running {name} [{key}] → {out_dir}", file=sys.stderr)
-    _papermill(nb_in, nb_out, resolved)
+    print(f"memlab: running {name} [{key}] → {final}", file=sys.stderr)
+    try:
+        _papermill(nb_in, nb_out, resolved)
+    except MemlabError as err:
+        _html(nb_out)
+        shutil.rmtree(failed, ignore_errors=True)
+        work.rename(failed)
+        kept = f"; the previous result in {final} is untouched" if final.exists() else ""
+        raise MemlabError(f"{err} (executed notebook: {failed / nb_in.name}{kept})") from None
     _html(nb_out)
-    metrics = json.loads((out_dir / "metrics.json").read_text()) if (out_dir / "metrics.json").exists() else {}
+    _swap_in(work, final)
+    shutil.rmtree(failed, ignore_errors=True)
+    metrics = json.loads((final / "metrics.json").read_text()) if (final / "metrics.json").exists() else {}
     if resolved.get("logger"):
-        _log_wandb(resolved, out_dir, metrics)
+        _log_wandb(resolved, final, metrics)
     print(f"memlab: {name} [{key}] done in {time.time() - t0:.0f}s; {len(metrics)} metrics in "
-          f"{out_dir / 'metrics.json'}", file=sys.stderr)
-    return out_dir
+          f"{final / 'metrics.json'}", file=sys.stderr)
+    return final
+
+
+def _swap_in(work: Path, final: Path) -> None:
+    """Replace ``final`` by ``work`` with two renames (the old result stays whole until the new one is in)."""
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    work.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def check_loopback() -> None:
+    """The notebook kernel talks to the runner over 127.0.0.1: fail in one line if the loopback is down."""
+    import socket
+
+    try:
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            socket.create_connection(server.getsockname(), timeout=5).close()
+    except OSError as err:
+        raise MemlabError(f"cannot connect to 127.0.0.1 ({err.strerror or err}): the notebook kernel talks to the "
+                          "runner over the loopback interface; bring it up (`ip link set lo up`) or run outside "
+                          "the network namespace that has it down") from None
 
 
 def _resolve(cfg: DictConfig) -> dict:
@@ -109,10 +151,13 @@ def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
                             cwd=resolved["paths"]["root"], progress_bar=sys.stderr.isatty(),
                             log_output=False)
     except PapermillExecutionError as err:
-        _html(nb_out)
         raise MemlabError(f"notebook {nb_in.name} failed in cell {err.exec_count}: {err.ename}: "
-                          f"{str(err.evalue).splitlines()[0] if err.evalue else ''} (executed notebook: {nb_out})"
-                          ) from None
+                          f"{str(err.evalue).splitlines()[0] if err.evalue else ''}") from None
+    except (RuntimeError, TimeoutError) as err:  # the kernel never started or died (jupyter_client's errors)
+        if "kernel" not in str(err).lower():
+            raise
+        raise MemlabError(f"the notebook kernel did not run ({str(err).splitlines()[0]}); it talks to the runner "
+                          "over 127.0.0.1 — check the loopback interface and that ipykernel is installed") from None
 
 
 def _html(nb_path: Path) -> None:

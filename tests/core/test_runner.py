@@ -81,3 +81,49 @@ def test_bad_param_value_is_one_line(micro_zoo, tmp_path):
     r = _run(micro_zoo, tmp_path, "params.cont_len=0", "logger=null")
     assert r.returncode == 2
     assert "cont_len" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_param_type_fails_before_any_model_loads(micro_zoo, tmp_path):
+    r = _run(micro_zoo, tmp_path, "params.n_probes=abc", "logger=null")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "params.n_probes='abc'" in lines[0] and "integer" in lines[0], r.stderr
+    assert "memlab: running" not in r.stderr and not (tmp_path / "memorization_curve").exists()
+
+
+def test_out_of_range_param_names_key_value_and_range(micro_zoo, tmp_path):
+    r = _run(micro_zoo, tmp_path, "params.epoch_every=0", "logger=null")
+    assert r.returncode == 2 and r.stderr.strip() == ("memlab: error: config key params.epoch_every=0: must be ≥ 1")
+
+
+def test_failed_run_keeps_the_previous_good_result(micro_zoo, tmp_path):
+    good = _run(micro_zoo, tmp_path, "logger=null", "params.sizes=[xs]", "params.epochs=[2]")
+    assert good.returncode == 0, good.stderr[-2000:]
+    (run,) = [p for p in (tmp_path / "memorization_curve").iterdir() if not p.name.startswith(".")]
+    before = {f.relative_to(run): f.read_bytes() for f in run.rglob("*") if f.is_file()}
+    # paths.* stay out of the run key: same key, and the notebook fails (no models there)
+    bad = _run(micro_zoo, tmp_path, "logger=null", "params.sizes=[xs]", "params.epochs=[2]",
+               f"paths.models={tmp_path / 'no-models'}")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("memlab: error:")]
+    assert len(errors) == 1 and bad.stderr.strip().splitlines()[-1] == errors[0], bad.stderr[-2000:]
+    assert "untouched" in bad.stderr
+    after = {f.relative_to(run): f.read_bytes() for f in run.rglob("*") if f.is_file()}
+    assert after == before  # the good result is whole
+    failed = run.with_name(run.name + ".failed")
+    assert (failed / "memorization_curve.ipynb").exists() and (failed / "memorization_curve.html").exists()
+    assert not any(p.name.endswith(".partial") for p in run.parent.iterdir())
+
+
+def test_no_network_is_one_line(micro_zoo, tmp_path):
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.fail("unshare (util-linux) is needed to take the network away")
+    cmd = ["unshare", "-n", sys.executable, "-m", "memlab.run", "experiment=memorization_curve",
+           "params.family=micro", f"params.zoo_dir={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
+           f"paths.results={tmp_path}", f"paths.cache={micro_zoo / 'cache'}", "logger=null"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "127.0.0.1" in lines[0] and "loopback" in lines[0], r.stderr

@@ -10,12 +10,28 @@ test of Carlini et al., used by the Pythia memorization studies with k = 32).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from memlab.backends.base import Backend, GenerationRequest
 from memlab.data.records import Document
 from memlab.errors import ConfigError
+from memlab.schema import check
+
+
+@dataclass(frozen=True)
+class CurveParams:
+    """``params`` of ``experiment=memorization_curve`` — values live in conf/experiment/memorization_curve.yaml
+    only; the runner checks them (types and ranges) before any model loads."""
+
+    family: str                      # conf/zoo/<family>.yaml, built into <paths.models>/tiny-neox/<family>
+    zoo_dir: str
+    sizes: list[str] | None          # None = every size of the family
+    epochs: list[int] | None = field(metadata=check(ge=0))   # explicit epochs, or None = every epoch_every-th
+    epoch_every: int = field(metadata=check(ge=1))
+    n_probes: int = field(metadata=check(ge=1))              # probes per split
+    prefix_len: int = field(metadata=check(ge=1))            # tokens given
+    cont_len: int = field(metadata=check(ge=1))              # tokens that must be reproduced exactly
 
 
 @dataclass(frozen=True)
