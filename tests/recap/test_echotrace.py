@@ -2,6 +2,9 @@
 
 import logging
 
+import pytest
+
+from memlab.errors import MemlabError
 from memlab.data.echotrace import (Book, book_from_text, coverage_report, echotrace_mini, load_books,
                                    load_gutenberg, load_plain_text, save_books)
 from memlab.methods.recap.agents import SectionSummaryAgent
@@ -44,7 +47,7 @@ def test_gutenberg_strip_and_chapters(tmp_path):
 
 def test_non_utf8_file_is_decoded_and_logged(tmp_path, caplog):
     p = tmp_path / "cp.txt"
-    p.write_bytes("Caf\u00e9 au lait \u2014 \u201cquoted\u201d words here.".encode("cp1252"))
+    p.write_bytes(("Caf\u00e9 au lait \u2014 \u201cquoted\u201d words here. " * 10).encode("cp1252"))
     with caplog.at_level(logging.WARNING):
         b = load_plain_text(p, category="copyrighted")
     assert "Café au lait — “quoted” words here." in b.text
@@ -72,10 +75,28 @@ def test_echotrace_mini_from_packages():
 
 def test_user_books_by_config(tmp_path):
     (tmp_path / "pg1.txt").write_text(GUT, encoding="utf-8")
-    (tmp_path / "novel.txt").write_bytes("Chapter 1\n\nZo\u00eb ran.".encode("cp1252"))
+    (tmp_path / "novel.txt").write_bytes(("Chapter 1\n\nZo\u00eb ran. " + "She ran on and on. " * 12).encode("cp1252"))
     books, notes = echotrace_mini({"files": [
         {"path": str(tmp_path / "pg1.txt"), "format": "gutenberg"},
         {"path": str(tmp_path / "novel.txt"), "category": "copyrighted", "title": "Novel"},
         {"path": str(tmp_path / "missing.txt"), "category": "copyrighted"}]})
     assert [(b.title, b.category) for b in books] == [("A Test Book", "public_domain"), ("Novel", "copyrighted")]
     assert "Zoë ran." in books[1].text and any("missing.txt" in n for n in notes)
+
+
+@pytest.mark.parametrize("garbage", ["binary", "empty", "four words"])
+def test_garbage_book_files_are_refused_never_scored(tmp_path, garbage):
+    import random
+
+    p = tmp_path / "book.txt"
+    if garbage == "binary":  # decodes as latin-1 into ~150 "words": must not pass as a book
+        p.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(1200)))
+    elif garbage == "empty":
+        p.write_bytes(b"")
+    else:
+        p.write_text("Just four words here.")
+    with pytest.raises(MemlabError) as e:
+        load_plain_text(p, category="copyrighted")
+    assert "\n" not in str(e.value) and str(p) in str(e.value)
+    books, notes = echotrace_mini({"files": [{"path": str(p), "category": "copyrighted", "title": "G"}]})
+    assert books == [] and any(str(p) in n and "skipped" in n for n in notes)  # the coverage notes say why

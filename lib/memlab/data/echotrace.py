@@ -122,12 +122,21 @@ def load_books(path: str | Path) -> list[Book]:
 
 
 # ---------------------------------------------------------------------------------------------- text files
+# a book file shorter than this is refused, never scored: it can't hold one event (an empty file, a stray line)
+MIN_BOOK_WORDS = 50
+_TEXT_CONTROLS = {9, 10, 12, 13, 27}  # tab, newline, form feed, carriage return, escape (ANSI in some texts)
+
+
 def read_text(path: str | Path) -> str:
     """Read a text file: UTF-8 (BOM tolerated), else cp1252, else latin-1 — logged, never a crash, no byte lost."""
     path = Path(path)
     if not path.is_file():
         raise MemlabError(f"book file {path} does not exist; fix the path in the config")
     raw = path.read_bytes()
+    control = sum(1 for b in raw[:65536] if b < 32 and b not in _TEXT_CONTROLS)
+    if b"\x00" in raw[:65536] or control > 0.01 * min(len(raw), 65536):
+        raise MemlabError(f"book file {path} is not text ({control} control bytes in its first "
+                          f"{min(len(raw), 65536)}); give a plain-text, Gutenberg or LaTeX file")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -139,6 +148,15 @@ def read_text(path: str | Path) -> str:
             except UnicodeDecodeError:
                 continue
     raise AssertionError("latin-1 decodes every byte")  # pragma: no cover
+
+
+def _long_enough(text: str, path: Path) -> str:
+    """A user's book file must hold at least MIN_BOOK_WORDS words: an empty or stray file is refused, never scored."""
+    words = len(text.split())
+    if words < MIN_BOOK_WORDS:
+        raise MemlabError(f"book file {path} has {words} words; a book needs at least {MIN_BOOK_WORDS} to be cut "
+                          "into events — fix the file or remove it from params.echotrace.files")
+    return text
 
 
 def strip_gutenberg(text: str) -> str:
@@ -186,7 +204,7 @@ def book_from_text(text: str, *, book_id: str, title: str, category: str, source
 def load_plain_text(path: str | Path, *, category: str, title: str | None = None, book_id: str | None = None,
                     licence: str = "unknown", date: str | None = None) -> Book:
     path = Path(path)
-    return book_from_text(read_text(path), book_id=book_id or f"file/{path.stem}", title=title or path.stem,
+    return book_from_text(_long_enough(read_text(path), path), book_id=book_id or f"file/{path.stem}", title=title or path.stem,
                           category=category, source=str(path), licence=licence, date=date)
 
 
@@ -196,7 +214,7 @@ def load_gutenberg(path: str | Path, *, category: str = "public_domain", title: 
     path = Path(path)
     raw = read_text(path)
     m = re.search(r"^Title:\s*(.+)$", raw, flags=re.M)
-    return book_from_text(strip_gutenberg(raw), book_id=book_id or f"gutenberg/{path.stem}",
+    return book_from_text(_long_enough(strip_gutenberg(raw), path), book_id=book_id or f"gutenberg/{path.stem}",
                           title=title or (m.group(1).strip() if m else path.stem), category=category,
                           source=str(path), licence="public-domain (Project Gutenberg)")
 
