@@ -158,3 +158,16 @@ def test_external_infini_gram_directory(ig_index, tokenizer, tmp_path):
     assert ext.longest_matches(g).tolist() == ig_index.longest_matches(g).tolist()
     with pytest.raises(MemlabError, match="not an infini-gram index"):
         ExternalInfiniGramIndex(tmp_path, tokenizer)
+
+
+@pytest.mark.parametrize("backend", ["sa", "ig"])
+@pytest.mark.parametrize("query", ["count", "occurrences", "longest_matches"])
+def test_token_ids_outside_the_vocabulary_are_refused(sa_index, ig_index, backend, query):
+    index = sa_index if backend == "sa" else ig_index
+    vocab = int(index.meta["vocab_size"])
+    ok = [1, 2, 3]
+    getattr(index, query)(ok)  # in-vocabulary ids answer
+    for bad in ([1, vocab, 2], [-1, 2]):
+        with pytest.raises(MemlabError, match=f"token id {bad[1] if bad[0] == 1 else bad[0]} is outside") as e:
+            getattr(index, query)(bad)
+        assert "\n" not in str(e.value)

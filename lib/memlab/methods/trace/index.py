@@ -190,6 +190,14 @@ class TokenIndex(abc.ABC):
         return self._id_to_ix[doc_id]
 
     # ---- queries
+    def check_ids(self, tokens: Sequence[int]) -> None:
+        """Refuse token ids the index's tokenizer can't produce (another tokenizer's ids, negative numbers)."""
+        vocab = int(self.meta["vocab_size"])
+        bad = [int(t) for t in tokens if not 0 <= int(t) < vocab]
+        if bad:
+            raise MemlabError(f"token id {bad[0]} is outside the vocabulary of index {self.path} (ids 0..{vocab - 1}, "
+                              f"tokenizer {self.meta.get('tokenizer_name')!r}); tokenize with the index's tokenizer")
+
     @abc.abstractmethod
     def count(self, tokens: Sequence[int]) -> int:
         """Number of occurrences of ``tokens`` in the corpus (0 for an empty or unseen sequence)."""
@@ -206,6 +214,7 @@ class TokenIndex(abc.ABC):
         start only tests extensions beyond that bound — about 2·L count queries per sequence instead of
         one search per (start, length).
         """
+        self.check_ids(tokens)
         g = [int(t) for t in tokens]
         L = len(g)
         out = np.zeros(L, dtype=np.int64)
@@ -365,10 +374,12 @@ class SuffixArrayIndex(TokenIndex):
 
     # -- queries
     def count(self, tokens: Sequence[int]) -> int:
+        self.check_ids(tokens)
         lo, hi = self._interval(tokens)
         return max(hi - lo, 0) if len(tokens) else 0
 
     def occurrences(self, tokens: Sequence[int], *, cap: int = 10, max_scan: int = 1000) -> Occurrences:
+        self.check_ids(tokens)
         lo, hi = self._interval(tokens)
         n = max(hi - lo, 0) if len(tokens) else 0
         if n == 0:
@@ -400,6 +411,7 @@ class SuffixArrayIndex(TokenIndex):
         return lo, hi, l
 
     def longest_matches(self, tokens: Sequence[int]) -> np.ndarray:
+        self.check_ids(tokens)
         g = np.asarray(tokens, dtype=np.int64)
         gl = g.tolist()
         L = len(g)
@@ -500,11 +512,13 @@ class InfiniGramIndex(TokenIndex):
                               "check free disk space and memory (param mem_gb)")
 
     def count(self, tokens: Sequence[int]) -> int:
+        self.check_ids(tokens)
         if len(tokens) == 0:
             return 0
         return int(self.engine.count([int(t) for t in tokens])["count"])
 
     def occurrences(self, tokens: Sequence[int], *, cap: int = 10, max_scan: int = 1000) -> Occurrences:
+        self.check_ids(tokens)
         if len(tokens) == 0:
             return Occurrences(0, [])
         r = self.engine.find([int(t) for t in tokens])
