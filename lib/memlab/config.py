@@ -59,9 +59,14 @@ def compose(experiment: str | None = None, overrides: Sequence[str] = ()) -> Dic
     if experiment is not None:
         check_experiment(experiment)
         ov = [f"experiment={experiment}", *ov]
+    from hydra.core.global_hydra import GlobalHydra
+
     try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        if GlobalHydra.instance().is_initialized():  # inside the runner's @hydra.main: same conf/, already set up
             cfg = hydra_compose(config_name="config", overrides=ov)
+        else:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                cfg = hydra_compose(config_name="config", overrides=ov)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_first_line(err)) from None
     return cfg

@@ -24,9 +24,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from memlab.config import CONF_DIR, check_experiment
+from memlab.config import CONF_DIR, check_experiment, compose
 from memlab.errors import ConfigError, MemlabError
-from memlab.schema import validate_tree
+from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "WANDB_MODE": "offline", "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -69,6 +69,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
     resolved = _resolve(cfg)
     validate_tree(resolved)  # every node with a _schema_ is typed and range-checked before any model loads
     name = resolved["experiment_name"]
+    check_like_defaults(_resolve(compose(name))["params"], resolved["params"], "params")
     final = Path(resolved["paths"]["results"]) / name / key
     work, failed = final.with_name(f".{key}.partial"), final.with_name(f"{key}.failed")
     resolved["run"] = {"key": key, "out_dir": str(work), "result_dir": str(final)}

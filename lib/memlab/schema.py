@@ -36,7 +36,7 @@ def check(*, ge: float | None = None, gt: float | None = None, le: float | None 
           lt: float | None = None, choices: Sequence[Any] | None = None, nonempty: bool = False) -> dict:
     """Field metadata: the allowed range of a value (for a list: of each item)."""
     return {"check": {k: v for k, v in dict(ge=ge, gt=gt, le=le, lt=lt, choices=choices,
-                                             nonempty=nonempty).items() if v not in (None, False)}}
+                                             nonempty=nonempty).items() if v is not None and v is not False}}
 
 
 def typed(cls: type[T], node: Any, where: str) -> T:
@@ -56,6 +56,74 @@ def validate_tree(tree: Mapping[str, Any], where: str = "") -> dict[str, Any]:
             if isinstance(v, Mapping):
                 found.update(validate_tree(v, f"{where}.{k}" if where else str(k)))
     return found
+
+
+# Ranges that hold wherever a key of this name appears in an experiment's ``params`` (all methods use these names
+# in one sense only); a key's typed schema, where one exists, is checked as well.
+KEY_RANGES: dict[str, dict] = {
+    "target_fpr": check(ge=0, le=1)["check"], "target_fprs": check(ge=0, le=1)["check"],
+    "alpha": check(ge=0, le=1)["check"], "alphas": check(ge=0, le=1)["check"],
+    "tau_b": check(ge=0, le=1)["check"],
+    "temperature": check(ge=0)["check"], "top_p": check(gt=0, le=1)["check"], "samples": check(ge=1)["check"],
+    "split": check(gt=0, lt=1)["check"], "min_k": check(gt=0, le=1)["check"],
+    "max_new_tokens": check(ge=1)["check"], "stop_score": check(ge=0, le=1)["check"],
+    "min_gain": check(ge=0, le=1)["check"], "max_rounds": check(ge=1)["check"],
+}
+
+
+def check_like_defaults(default: Any, given: Any, where: str) -> None:
+    """Every value of ``given`` keeps the type of the experiment's own default (a number stays a number, a list a
+    list, a flag a flag) and every key in KEY_RANGES stays in its range: a typo'd override fails at compose time,
+    before any model loads, in one line naming the key, the value and what is allowed."""
+    if isinstance(given, Mapping):
+        for k, v in given.items():
+            key = f"{where}.{k}" if where else str(k)
+            if k == SCHEMA_KEY:
+                continue
+            d = default.get(k) if isinstance(default, Mapping) else None
+            if d is not None:
+                check_like_defaults(d, v, key)
+            if k in KEY_RANGES:
+                _check_range(KEY_RANGES[k], _numbers_only(v, key), key)
+        return
+    if default is None or given is None:
+        return
+    want = _kind(default)
+    if isinstance(default, list) and isinstance(given, list):
+        if default and len({_kind(x) for x in default}) == 1 and not isinstance(default[0], (list, dict)):
+            for i, x in enumerate(given):
+                check_like_defaults(default[0], x, f"{where}[{i}]")
+        return
+    if _kind(given) != want and not (want == "number" and _kind(given) == "integer"):
+        raise ConfigError(f"config key {where}={given!r}: must be {_ARTICLE[want]} (the default is {default!r})")
+
+
+_ARTICLE = {"integer": "an integer", "number": "a number", "flag": "true or false", "string": "a string",
+            "list": "a list", "mapping": "a mapping"}
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, bool):
+        return "flag"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, (list, tuple)):
+        return "list"
+    if isinstance(v, Mapping):
+        return "mapping"
+    return type(v).__name__
+
+
+def _numbers_only(v: Any, key: str) -> Any:
+    items = v if isinstance(v, (list, tuple)) else [v]
+    for x in items:
+        if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float))):
+            raise ConfigError(f"config key {key}={v!r}: must be a number")
+    return v
 
 
 def schema_class(dotted: str, where: str = "") -> type:
