@@ -140,17 +140,18 @@ def _resolve(cfg: DictConfig) -> dict:
 
 
 def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
-    import logging
-
+    import nbformat
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    logging.getLogger("papermill").setLevel(logging.WARNING)
+    from memlab.progress import Relay
 
+    cells = 1 + len(nbformat.read(str(nb_in), as_version=4).cells)  # papermill counts every cell, + parameters
     try:
-        pm.execute_notebook(str(nb_in), str(nb_out), parameters={"cfg": resolved}, kernel_name="python3",
-                            cwd=resolved["paths"]["root"], progress_bar=sys.stderr.isatty(),
-                            log_output=False)
+        # papermill's own bar is off when stderr is not a terminal; the relay prints cell, items, ETA, requests
+        with Relay(resolved["experiment_name"], cells):
+            pm.execute_notebook(str(nb_in), str(nb_out), parameters={"cfg": resolved}, kernel_name="python3",
+                                cwd=resolved["paths"]["root"], progress_bar=False, log_output=True)
     except PapermillExecutionError as err:
         raise MemlabError(f"notebook {nb_in.name} failed in cell {err.exec_count}: {err.ename}: "
                           f"{str(err.evalue).splitlines()[0] if err.evalue else ''}") from None
@@ -164,8 +165,12 @@ def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
 def _html(nb_path: Path) -> None:
     if not nb_path.exists():
         return
+    import logging
+
     import nbformat
     from nbconvert import HTMLExporter
+
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing": not the user's to fix
 
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(nb_path), as_version=4))
     nb_path.with_suffix(".html").write_text(body, encoding="utf-8")

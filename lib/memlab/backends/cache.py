@@ -23,6 +23,7 @@ from typing import Any, Sequence
 
 from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores
 from memlab.backends.jobs import SampleJob, SampleResult, assemble, effective_index, expand
+from memlab.progress import Progress
 
 _FALLBACK_CHUNK = 16  # requests per commit for wrapped backends that can't report samples one by one
 
@@ -110,17 +111,20 @@ class CachedBackend(Backend):
                 missing.append(k)
         self.hits += len(jobs) - len(missing)
         self.misses += len(missing)
-        if missing:
-            miss_jobs = [jobs[k] for k in missing]
+        with Progress(f"generate {self.model_id}", total=len(jobs)) as bar:
+            bar.advance(len(jobs) - len(missing), hits=len(jobs) - len(missing))
+            if missing:
+                miss_jobs = [jobs[k] for k in missing]
 
-            def on_done(pos: int, res: SampleResult) -> None:
-                self._put(keys[missing[pos]], "generate", _encode_sample(res))
+                def on_done(pos: int, res: SampleResult) -> None:
+                    self._put(keys[missing[pos]], "generate", _encode_sample(res))
+                    bar.advance(1, requests=1)
 
-            if _accepts_on_done(getattr(self.inner, "generate_samples", None)):
-                computed = self.inner.generate_samples(miss_jobs, progress=progress, on_done=on_done)
-                results.update(zip(miss_jobs, computed))
-            else:
-                results.update(self._generate_fallback(miss_jobs, progress))
+                if _accepts_on_done(getattr(self.inner, "generate_samples", None)):
+                    computed = self.inner.generate_samples(miss_jobs, progress=progress, on_done=on_done)
+                    results.update(zip(miss_jobs, computed))
+                else:
+                    results.update(self._generate_fallback(miss_jobs, progress))
         return assemble(requests, results, cached)
 
     def _generate_fallback(self, jobs: Sequence[SampleJob], progress: bool) -> dict[SampleJob, SampleResult]:
@@ -145,9 +149,12 @@ class CachedBackend(Backend):
         self.hits += len(texts) - len(todo)
         self.misses += len(todo)
         scored: dict[str, TokenScores] = {}
+        bar = Progress(f"score {self.model_id}", total=len(texts))
+        bar.advance(len(texts) - len(todo), hits=len(texts) - len(todo))
         if todo:
             def on_done(pos: int, res: TokenScores) -> None:
                 self._put(self.score_key(todo[pos]), "score", _encode_scores(res))
+                bar.advance(1, requests=1)
 
             if _accepts_on_done(getattr(self.inner, "score", None)):
                 scored.update(zip(todo, self.inner.score(todo, progress=progress, on_done=on_done)))

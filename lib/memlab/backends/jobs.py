@@ -46,8 +46,12 @@ class PerSampleBackend(Backend):
     """A backend that computes single samples (:meth:`generate_samples`); whole requests are assembled here."""
 
     def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
+        from memlab.progress import Progress
+
         jobs = expand(requests)
-        results = self.generate_samples(jobs, progress=progress)
+        with Progress(f"generate {self.model_id}", total=len(jobs)) as bar:
+            results = self.generate_samples(jobs, progress=progress,
+                                            on_done=lambda pos, res: bar.advance(1, requests=1))
         return assemble(requests, dict(zip(jobs, results)))
 
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,

@@ -1,0 +1,208 @@
+"""Progress a user can see on the console, also from inside a notebook kernel and when stderr is not a terminal.
+
+Library side — long loops report through one object::
+
+    with Progress("generate tiny-neox", total=len(jobs)) as p:
+        ...
+        p.advance(1, requests=1)      # or p.advance(k, hits=k) for cache hits
+
+Without a runner, nothing is printed (notebooks opened by hand keep their own tqdm bars). Under the runner,
+``MEMLAB_PROGRESS`` names a file the runner created; the kernel appends one JSON line per update (at most every
+``_MIN_GAP`` seconds, plus the last one) and the runner's :class:`Relay` prints them on its stderr as
+``memlab: <experiment> · cell 5/12 · generate tiny-neox 120/400 · 0:45 elapsed · ETA 1:30 · 98 requests, 22 cache
+hits``, at most every few seconds when stderr is not a terminal (CI logs, ``make reproduce``), rewriting one line
+when it is. The cell comes from papermill's "Executing Cell N" log records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+ENV = "MEMLAB_PROGRESS"
+_MIN_GAP = 1.0  # seconds between two lines written by the kernel for one task
+
+
+class Progress:
+    """One long task: ``total`` items (None if unknown). Thread-safe; a no-op when no runner listens."""
+
+    def __init__(self, label: str, total: int | None = None):
+        self.label, self.total = label, total
+        self.done = self.requests = self.hits = 0
+        self.t0 = time.time()
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self._path = os.environ.get(ENV)
+
+    def __enter__(self) -> "Progress":
+        self._emit(force=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._emit(force=True)
+
+    def advance(self, n: int = 1, *, requests: int = 0, hits: int = 0) -> None:
+        with self._lock:
+            self.done += n
+            self.requests += requests
+            self.hits += hits
+        self._emit()
+
+    def _emit(self, force: bool = False) -> None:
+        if not self._path:
+            return
+        now = time.time()
+        with self._lock:
+            if not force and now - self._last < _MIN_GAP:
+                return
+            self._last = now
+            line = json.dumps({"label": self.label, "done": self.done, "total": self.total, "t0": self.t0,
+                               "t": now, "requests": self.requests, "hits": self.hits, "cell": _cell()})
+        try:
+            with open(self._path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
+        except OSError:  # progress must never break a run
+            self._path = None
+
+
+def _cell() -> int | None:
+    try:
+        from IPython import get_ipython
+
+        ip = get_ipython()
+        return int(ip.execution_count) if ip is not None else None
+    except Exception:  # noqa: BLE001 - no IPython, or not in a kernel
+        return None
+
+
+def _clock(seconds: float) -> str:
+    s = int(max(seconds, 0))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def format_line(name: str, cell: int | None, cells: int | None, rec: dict | None, elapsed: float) -> str:
+    parts = [f"memlab: {name}"]
+    if cell is not None:
+        parts.append(f"cell {cell}/{cells}" if cells else f"cell {cell}")
+    if rec:
+        done, total = rec["done"], rec.get("total")
+        parts.append(f"{rec['label']} {done}/{total}" if total else f"{rec['label']} {done}")
+        took = rec["t"] - rec["t0"]
+        if total and 0 < done < total and took > 0:
+            parts.append(f"ETA {_clock(took / done * (total - done))}")
+        if rec.get("requests") or rec.get("hits"):
+            parts.append(f"{rec['requests']} requests, {rec['hits']} cache hits")
+    parts.insert(2 if cell is not None else 1, f"{_clock(elapsed)} elapsed")
+    return " · ".join(parts)
+
+
+class _CellLog(logging.Handler):
+    """Takes papermill's "Executing Cell N" records (log_output=True); drops the cell outputs it also logs."""
+
+    def __init__(self, relay: "Relay"):
+        super().__init__(logging.INFO)
+        self.relay = relay
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if msg.startswith("Executing Cell"):
+            digits = "".join(ch for ch in msg if ch.isdigit())
+            if digits:
+                self.relay.cell = int(digits)
+                self.relay.rec = None
+                self.relay.kick()
+
+
+class Relay:
+    """Runner side: creates the progress file, points ``MEMLAB_PROGRESS`` at it, prints what arrives."""
+
+    def __init__(self, name: str, cells: int, stream=None, every: float | None = None):
+        import tempfile
+
+        self.name, self.cells = name, cells
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.every = every if every is not None else (0.5 if self.tty else 5.0)
+        fd, path = tempfile.mkstemp(prefix="memlab-progress-", suffix=".jsonl")
+        os.close(fd)
+        self.path = Path(path)
+        self.cell: int | None = None
+        self.rec: dict | None = None
+        self.t0 = time.time()
+        self._pos = 0
+        self._printed = 0.0
+        self._last_key: tuple | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._handler = _CellLog(self)
+        self._prev_env = os.environ.get(ENV)
+
+    def __enter__(self) -> "Relay":
+        os.environ[ENV] = str(self.path)  # the kernel inherits it
+        log = logging.getLogger("papermill")
+        log.addHandler(self._handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False  # papermill's own INFO lines (cell outputs) stay out of the console
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=5)
+        logging.getLogger("papermill").removeHandler(self._handler)
+        if self._prev_env is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = self._prev_env
+        if self.tty and self._printed:
+            self.stream.write("\n")
+        self.path.unlink(missing_ok=True)
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    def _read(self) -> None:
+        try:
+            with self.path.open(encoding="utf-8") as f:
+                f.seek(self._pos)
+                chunk = f.read()
+                self._pos = f.tell()
+        except OSError:
+            return
+        for line in chunk.splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            self.rec = rec
+            if rec.get("cell") is not None and self.cell is None:
+                self.cell = rec["cell"]
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.every)
+            self._wake.clear()
+            self._read()
+            if self._stop.is_set():
+                break
+            now = time.time()
+            if self.cell is None and self.rec is None:
+                continue
+            line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0)
+            key = (self.cell, json.dumps(self.rec, sort_keys=True) if self.rec else None)
+            if not self.tty and key == self._last_key and now - self._printed < 30:
+                continue  # a log, not a screen: repeat an unchanged line only every 30 s
+            self._last_key = key
+            if self.tty:
+                self.stream.write("\r" + line[:160].ljust(160))
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+            self._printed = now

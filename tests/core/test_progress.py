@@ -1,0 +1,73 @@
+"""Progress reaches the console from inside the notebook kernel, also when stderr is not a terminal (issue 9)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+from memlab.progress import ENV, Progress, Relay, format_line
+
+
+def test_format_names_cell_items_elapsed_eta_requests_and_hits():
+    rec = {"label": "generate m", "done": 30, "total": 120, "t0": 0.0, "t": 60.0, "requests": 20, "hits": 10}
+    line = format_line("pearl_mia", 5, 12, rec, 75)
+    assert line == ("memlab: pearl_mia · cell 5/12 · 1:15 elapsed · generate m 30/120 · ETA 3:00 · "
+                    "20 requests, 10 cache hits")
+
+
+def test_relay_prints_what_the_library_reports_without_a_tty(monkeypatch):
+    out = io.StringIO()  # not a terminal
+    with Relay("toy", cells=4, stream=out, every=0.05) as relay:
+        import os
+
+        assert os.environ[ENV] == str(relay.path)
+        with Progress("generate toy", total=3) as p:
+            for _ in range(3):
+                p.advance(1, requests=1)
+                time.sleep(1.05)
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert lines and all(line.startswith("memlab: toy · ") for line in lines)
+    assert any("generate toy 3/3" in line and "3 requests, 0 cache hits" in line for line in lines), lines
+    assert any("ETA" in line for line in lines), lines
+    assert not relay.path.exists()
+
+
+def test_progress_is_silent_without_a_runner(monkeypatch, tmp_path):
+    monkeypatch.delenv(ENV, raising=False)
+    with Progress("x", total=2) as p:
+        p.advance(2)
+    assert not list(tmp_path.iterdir())
+
+
+def test_runner_console_shows_cells_and_model_progress(micro_family, tmp_path):
+    """The real runner on the real demo notebook, stderr captured (not a TTY): cell k/N lines and the
+    backend's generate progress with requests arrive from the kernel."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    spec = {"name": "micro", "description": "progress test family",
+            "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1"]}],
+            "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1"]}],
+            "tokenizer": {"vocab_size": 384, "train_on": "members"},
+            "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}},
+            "train": {"epochs": 1, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0}}
+    (zoo / "micro.yaml").write_text(yaml.safe_dump(spec))
+    from memlab.models.zoo import load_family
+
+    fam = load_family("micro", zoo_dir=zoo, models_dir=tmp_path / "models")
+    for size in fam.sizes:
+        fam.build(size, progress=False)
+    r = subprocess.run([sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
+                        f"params.zoo_dir={zoo}", f"paths.models={tmp_path / 'models'}", f"paths.results={tmp_path}",
+                        "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8", "logger=null", "cache=null"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    progress = [line for line in r.stderr.splitlines() if line.startswith("memlab: memorization_curve · cell")]
+    assert any("cell 1/" in line for line in progress), r.stderr
+    assert any("generate " in line and "requests" in line for line in progress), r.stderr
