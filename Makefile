@@ -20,7 +20,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 .PHONY: help setup debs reproduce test bench lab dvc.yaml clean-results data models zoo
 
 help:
-	@echo "make reproduce  — set up, then run the whole embedded reproduction (dvc repro)"
+	@echo "make reproduce  — set up, then run the whole embedded reproduction (dvc repro, stage by stage)"
 	@echo "make test       — set up, then run the test suite"
 	@echo "make bench      — benchmarks → results/bench/*.json + a printed table"
 	@echo "make lab        — JupyterLab (offline-safe flags)"
@@ -47,7 +47,7 @@ dvc.yaml: $(STAMP)
 	$(PY) -m memlab.pipeline
 
 reproduce: setup dvc.yaml
-	$(VENV)/bin/dvc repro
+	$(PY) -m memlab.reproduce
 	@echo "memlab: results in results/ (each run: .html, figures/, tables/, metrics.json)"
 
 # Parts of the pipeline, named in error hints: corpora, all models (conversions + tiny families), tiny families.
