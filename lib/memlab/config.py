@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -32,10 +32,17 @@ if not OmegaConf.has_resolver("memlab_root"):
 
 
 def to_plain(node):
-    """A config node (OmegaConf or plain) as plain dicts/lists, interpolations resolved."""
+    """A config node (OmegaConf or plain) as fresh plain dicts/lists, interpolations resolved — the one
+    config-to-dict helper; the caller may change the result without touching the config."""
+    import copy
+
     if isinstance(node, (DictConfig, ListConfig)):
         return OmegaConf.to_container(node, resolve=True)
-    return node
+    if isinstance(node, Mapping):
+        return {k: to_plain(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [to_plain(v) for v in node]
+    return copy.deepcopy(node)
 
 
 def experiment_names() -> list[str]:

@@ -13,7 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _build(root: Path) -> dict:
-    (root / "conf").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(REPO / "conf" / "corpora", root / "conf" / "corpora")  # the pins are config: read from the root
     out = root / "data" / "corpora"
     env = {**os.environ, "MEMLAB_ROOT": str(root)}
     # the pinned sdists are downloaded once into the checkout's cache and verified by sha256

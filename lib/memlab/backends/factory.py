@@ -11,26 +11,20 @@ from memlab.errors import ConfigError
 BACKENDS = ("hf", "openai")
 
 
-def _plain(cfg: Any) -> dict:
-    """OmegaConf node or mapping -> plain dict (interpolations resolved)."""
-    if cfg is None:
-        return {}
-    try:
-        from omegaconf import DictConfig, OmegaConf
+def _model_dict(cfg: Any) -> dict:
+    """A model/cache config node as a fresh plain dict ({} for None)."""
+    from memlab.config import to_plain
 
-        if isinstance(cfg, DictConfig):
-            return dict(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
-    except ImportError:  # pragma: no cover - omegaconf is a dependency
-        pass
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    raise ConfigError(f"model config must be a mapping, got {type(cfg).__name__}")
+    d = to_plain(cfg) if cfg is not None else {}
+    if not isinstance(d, dict):
+        raise ConfigError(f"model config must be a mapping, got {type(cfg).__name__}")
+    return d
 
 
 def build_backend(model_cfg: Any, cache_cfg: Any = None) -> Backend:
     """``model_cfg.backend``: "hf" (local folder / GGUF / hub id) or "openai" (any OpenAI-compatible server).
     ``cache_cfg``: None (or ``name: null``) = no cache; else a sqlite cache at ``cache_cfg.path``."""
-    cfg = _plain(model_cfg)
+    cfg = _model_dict(model_cfg)
     kind = cfg.get("backend")
     if kind == "hf":
         from memlab.backends.hf import HFBackend
@@ -43,7 +37,7 @@ def build_backend(model_cfg: Any, cache_cfg: Any = None) -> Backend:
     else:
         raise ConfigError(f"model.backend must be one of {', '.join(BACKENDS)}, got {kind!r} "
                           f"(model {cfg.get('name', '?')!r}; see conf/model/)")
-    cache = _plain(cache_cfg) if cache_cfg is not None else {}
+    cache = _model_dict(cache_cfg) if cache_cfg is not None else {}
     if cache and cache.get("name") not in (None, "null", "none"):
         if not cache.get("path"):
             raise ConfigError("cache.path is required for the sqlite cache (or use cache=null)")

@@ -34,11 +34,12 @@ from datetime import date
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from memlab.config import repo_root
 from memlab.data.records import sha256_file
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = repo_root()
 DEFAULT_PINS = REPO_ROOT / "conf" / "corpora" / "release_notes.yaml"
 DEFAULT_CACHE = REPO_ROOT / ".cache" / "sdists"
 DEBIAN_DOC = Path("/usr/share/doc")

@@ -27,10 +27,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from memlab.config import repo_root
 from memlab.data.records import sha256_file
 from memlab.errors import ConfigError, MissingSourceError
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = repo_root()
 WHEEL_CACHE = REPO_ROOT / ".cache" / "wheels"
 MANIFEST = "memlab-manifest.json"
 

@@ -44,10 +44,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from memlab.config import repo_root
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = repo_root()
 ZOO_DIR = REPO_ROOT / "conf" / "zoo"
 MODELS_DIR = REPO_ROOT / "models"
 TRAIN_DEFAULTS = dict(epochs=10, seq_len=128, batch_size=8, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,

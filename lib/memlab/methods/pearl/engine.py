@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Sequence
 
+from memlab.config import to_plain
 from memlab.backends.base import Backend, GenerationRequest
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MemlabError
@@ -60,7 +61,7 @@ class PearlConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None = None, **overrides: Any) -> "PearlConfig":
         """Build from a (possibly OmegaConf) mapping ``{perturbation: {...}, task: {...}, samples: …}``."""
-        d = _plain(d or {})
+        d = to_plain(d or {})
         d.update(overrides)
         known = set(cls.__dataclass_fields__)
         unknown = set(d) - known
@@ -82,16 +83,6 @@ class PearlConfig:
         cur.update(changes)
         return PearlConfig(**cur)
 
-
-def _plain(d: Any) -> dict:
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(d, DictConfig):
-            return OmegaConf.to_container(d, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover
-        pass
-    return {k: (_plain(v) if isinstance(v, Mapping) else v) for k, v in dict(d).items()}
 
 
 def _check_keys(d: Mapping, cls: type, name: str) -> dict:

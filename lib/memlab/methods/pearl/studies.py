@@ -75,9 +75,9 @@ def load_zoo_family(paths: Mapping[str, Any], name: str):
 
 def model_at(model_cfg: Mapping[str, Any], path: str | Path, name: str) -> dict:
     """A copy of a model config node pointing at another HF folder (a checkpoint)."""
-    from memlab.backends.factory import _plain
+    from memlab.config import to_plain
 
-    node = _plain(model_cfg)
+    node = to_plain(model_cfg)
     node.update(path=str(path), name=name, gguf_file=None, revision="auto")
     return node
 

@@ -14,8 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
 
+from memlab.config import to_plain
 from memlab.data.echotrace import Book, coverage_report, echotrace_mini
 from memlab.errors import MissingSourceError
 from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, SectionSummaryAgent, VerbatimVerifier
@@ -27,9 +27,6 @@ from memlab.methods.recap.prompts import Prompts
 
 log = logging.getLogger(__name__)
 
-
-def _plain(x: Any) -> Any:
-    return OmegaConf.to_container(x, resolve=True) if isinstance(x, DictConfig) else x
 
 
 def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_per_book: int | None) -> list[Book]:
@@ -76,8 +73,8 @@ def kjv_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], list
 
 
 def build_agents(params, llm_backend=None) -> tuple[SectionSummaryAgent, Agents]:
-    ag = _plain(params.get("agents")) or {}
-    sm = _plain(params.get("summary")) or {}
+    ag = to_plain(params.get("agents")) or {}
+    sm = to_plain(params.get("summary")) or {}
     prompts = Prompts(params.get("prompts_dir"))
     summary = SectionSummaryAgent(llm=llm_backend if sm.get("use_llm") else None, prompts=prompts,
                                   target_words=int(sm.get("target_words", 120)), min_words=int(sm.get("min_words", 8)),
@@ -96,9 +93,9 @@ def run_recap(rep, *, progress: bool = True) -> dict:
     llm_name = (p.get("agents") or {}).get("llm")
     llm = (rep.backend(rep.model_cfg(llm_name) if isinstance(llm_name, str) else llm_name)) if llm_name else None
     summary, agents = build_agents(p, llm)
-    books, notes = echotrace_mini(_plain(p.echotrace))
-    settings = RecapSettings.from_dict(_plain(p.recap))
-    ms = _plain(p.get("memscore")) or {}
+    books, notes = echotrace_mini(to_plain(p.echotrace))
+    settings = RecapSettings.from_dict(to_plain(p.recap))
+    ms = to_plain(p.get("memscore")) or {}
     memscore_fn = (make_memscore_fn(ParrotConfig(**{**(ms.get("parrot") or {}), "seed": rep.seed}),
                                     Path(rep.paths.cache) / "recap-parrot", stem=settings.stem)
                    if ms.get("enabled", True) else None)
@@ -106,7 +103,7 @@ def run_recap(rep, *, progress: bool = True) -> dict:
     all_books: dict[str, Book] = {b.id: b for b in books}
     segment_books(books, summary, p.get("max_events_per_book"))
     for t in p.targets:
-        t = _plain(t)
+        t = to_plain(t)
         membership, extra = None, []
         if t.get("membership_file"):
             try:

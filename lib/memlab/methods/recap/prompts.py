@@ -9,10 +9,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from memlab.config import repo_root
 from memlab.errors import ConfigError
 
 # lib/memlab/methods/recap/prompts.py -> repository root
-DEFAULT_DIR = Path(__file__).resolve().parents[4] / "prompts" / "recap"
+DEFAULT_DIR = repo_root() / "prompts" / "recap"
 
 
 @functools.lru_cache(maxsize=None)
