@@ -193,18 +193,18 @@ def stages() -> dict:
     st: dict[str, dict] = {}
     st["data"] = {
         "cmd": f"{PY} -m memlab.data.prepare --out data/corpora",
-        "deps": ["lib/memlab/data", "lib/memlab/errors.py"] + sorted(
-            _rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml")),
+        "deps": code_deps(["memlab.data.prepare"]) + sorted(_rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml")),
         "outs": ["data/corpora"],
     }
     for name in CONVERTED_MODELS:
         st[f"model-{name}"] = {
             "cmd": f"{PY} -m memlab.models.build --out models --only {name}",
-            "deps": ["lib/memlab/models/convert.py"],
+            "deps": code_deps(["memlab.models.convert"]),
             "outs": [_model_out(name)],
         }
     for fam, spec in families.items():
-        deps = ["lib/memlab/models", f"conf/zoo/{fam}.yaml", "data/corpora"]
+        deps = [*code_deps(["memlab.models.build", "memlab.models.zoo", "memlab.models.tiny"]), f"conf/zoo/{fam}.yaml",
+                "data/corpora"]
         parent = _family_parent(spec)
         if parent:
             deps.append(_model_out(parent))
