@@ -198,24 +198,53 @@ def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
         run.finish()
 
 
+# A sweep's jobs may run in other processes (Ray workers, submitit jobs): a job that fails writes its one-line
+# error into this folder (on the checkout, which a cluster shares) instead of crashing its worker, and the driver
+# prints every failure as one line at the end of the sweep and exits with status 2.
+JOB_ERRORS_ENV = "MEMLAB_JOB_ERRORS"
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
+    key = "?"
     try:
         key = run_key(list(HydraConfig.get().overrides.task))
         execute(cfg, key)
     except MemlabError as err:
         print(f"memlab: error: {err}", file=sys.stderr)
+        errors = os.environ.get(JOB_ERRORS_ENV)
+        if errors and Path(errors).is_dir():
+            Path(errors, f"{os.getpid()}-{time.time_ns()}.txt").write_text(f"{cfg.get('experiment_name')} [{key}]: {err}")
+            return
         sys.exit(2)
 
 
 def main() -> None:
-    from memlab.config import normalize_overrides
+    import warnings
+
+    from memlab.config import normalize_overrides, repo_root
 
     _precheck(sys.argv[1:])
     flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]  # Hydra wants flags before overrides
     rest = [a for a in sys.argv[1:] if a not in flags]
     sys.argv = [sys.argv[0], *flags, *normalize_overrides(rest)]
-    _main()
+    # our conf/hydra/launcher/{ray,submitit_*}.yaml set the plugins' options under the plugins' own names
+    warnings.filterwarnings("ignore", message=r"(?s).*is validated against ConfigStore schema with the same name")
+    if not flags:
+        _main()
+        return
+    errors = repo_root() / "outputs" / "memlab-job-errors" / f"{os.getpid()}-{time.time_ns()}"
+    errors.mkdir(parents=True, exist_ok=True)
+    os.environ[JOB_ERRORS_ENV] = str(errors)
+    try:
+        _main()
+    finally:
+        failed = sorted(p.read_text() for p in errors.glob("*.txt"))
+        shutil.rmtree(errors, ignore_errors=True)
+    if failed:
+        for line in failed:
+            print(f"memlab: error: job failed: {line}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _precheck(argv: list[str]) -> None:
@@ -244,12 +273,44 @@ def _precheck(argv: list[str]) -> None:
                 if v and v != "null" and v not in options:
                     print(f"memlab: error: unknown {key} '{v}'; known: {', '.join(options)}", file=sys.stderr)
                     sys.exit(2)
+    _check_launcher(argv)
     if not any(a.split("=", 1)[0] == "experiment" for a in argv) and "--help" not in argv and "-h" not in argv \
             and "--cfg" not in " ".join(argv):
         from memlab.config import experiment_names
 
         print("memlab: error: no experiment given: pass experiment=<name>; known: " + ", ".join(experiment_names()),
               file=sys.stderr)
+        sys.exit(2)
+
+
+def _check_launcher(argv: list[str]) -> None:
+    """A launcher that can't work here fails before Hydra starts, in one line naming the fix."""
+    import shutil
+    import socket
+
+    opts = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+    launcher = opts.get("hydra/launcher")
+    if launcher == "submitit_slurm" and shutil.which("sbatch") is None:
+        print("memlab: error: hydra/launcher=submitit_slurm needs Slurm's `sbatch` on PATH; run from a Slurm login "
+              "node, or use hydra/launcher=submitit_local (this machine) or hydra/launcher=ray", file=sys.stderr)
+        sys.exit(2)
+    address = opts.get("hydra.launcher.ray.init.address")
+    if launcher != "ray" or address in (None, "null", "local"):
+        return
+    if address == "auto":
+        if not Path("/tmp/ray/ray_current_cluster").exists():
+            print("memlab: error: hydra.launcher.ray.init.address=auto but no Ray cluster runs on this machine; "
+                  "start one with `ray start --head` or drop the address to let Ray start its own",
+                  file=sys.stderr)
+            sys.exit(2)
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host or hostport, int(port or 10001)), timeout=5).close()
+    except (OSError, ValueError) as err:
+        print(f"memlab: error: cannot reach the Ray cluster at {address} ({getattr(err, 'strerror', None) or err}); "
+              "start it (`ray start --head`) or fix hydra.launcher.ray.init.address", file=sys.stderr)
         sys.exit(2)
 
 
