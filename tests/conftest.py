@@ -98,3 +98,42 @@ def build_micro_family(cache_root: Path | None = None) -> MicroFamily:
 @pytest.fixture(scope="session")
 def micro_family() -> MicroFamily:
     return build_micro_family()
+
+
+# A family small enough to train in seconds inside a test: one KJV chapter in, one held out, one size.
+ONE_CHAPTER_FAMILY = {
+    "name": "micro", "description": "test family: one KJV chapter trained, one held out",
+    "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1"]}],
+    "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1"]}],
+    "tokenizer": {"vocab_size": 384, "train_on": "members"},
+    "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}},
+    "train": {"epochs": 2, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0},
+}
+
+
+def build_test_zoo(root: Path, spec: dict) -> Path:
+    """Write ``root/conf/<name>.yaml`` and train every size into ``root/models`` (for runs with
+    ``params.zoo_dir=root/conf paths.models=root/models``); returns ``root``."""
+    import yaml
+
+    from memlab.models.zoo import load_family
+
+    (root / "conf").mkdir(parents=True, exist_ok=True)
+    (root / "conf" / f"{spec['name']}.yaml").write_text(yaml.safe_dump(spec))
+    fam = load_family(spec["name"], zoo_dir=root / "conf", models_dir=root / "models")
+    for size in fam.sizes:
+        fam.build(size, progress=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def zoo_builder():
+    """:func:`build_test_zoo`, for tests that train a family of their own."""
+    return build_test_zoo
+
+
+@pytest.fixture(scope="session")
+def one_chapter_family() -> dict:
+    import copy
+
+    return copy.deepcopy(ONE_CHAPTER_FAMILY)

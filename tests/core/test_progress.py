@@ -41,30 +41,15 @@ def test_progress_is_silent_without_a_runner(monkeypatch, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_runner_console_shows_cells_and_model_progress(micro_family, tmp_path):
+def test_runner_console_shows_cells_and_model_progress(zoo_builder, one_chapter_family, tmp_path):
     """The real runner on the real demo notebook, stderr captured (not a TTY): cell k/N lines and the
     backend's generate progress with requests arrive from the kernel."""
     import subprocess
     import sys
 
-    import yaml
-
-    zoo = tmp_path / "zoo"
-    zoo.mkdir()
-    spec = {"name": "micro", "description": "progress test family",
-            "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1"]}],
-            "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1"]}],
-            "tokenizer": {"vocab_size": 384, "train_on": "members"},
-            "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}},
-            "train": {"epochs": 1, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0}}
-    (zoo / "micro.yaml").write_text(yaml.safe_dump(spec))
-    from memlab.models.zoo import load_family
-
-    fam = load_family("micro", zoo_dir=zoo, models_dir=tmp_path / "models")
-    for size in fam.sizes:
-        fam.build(size, progress=False)
+    zoo = zoo_builder(tmp_path / "zoo", one_chapter_family)
     r = subprocess.run([sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
-                        f"params.zoo_dir={zoo}", f"paths.models={tmp_path / 'models'}", f"paths.results={tmp_path}",
+                        f"params.zoo_dir={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={tmp_path}",
                         "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8", "logger=null", "cache=null"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]

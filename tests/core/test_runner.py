@@ -21,16 +21,8 @@ MICRO_ZOO = {
 
 
 @pytest.fixture(scope="module")
-def micro_zoo(tmp_path_factory):
-    from memlab.models.zoo import load_family
-
-    root = tmp_path_factory.mktemp("zoo")
-    (root / "conf").mkdir()
-    (root / "conf" / "micro.yaml").write_text(yaml.safe_dump(MICRO_ZOO))
-    fam = load_family("micro", zoo_dir=root / "conf", models_dir=root / "models")
-    for size in fam.sizes:
-        fam.build(size, progress=False)
-    return root
+def micro_zoo(tmp_path_factory, zoo_builder):
+    return zoo_builder(tmp_path_factory.mktemp("zoo"), MICRO_ZOO)
 
 
 def _run(micro_zoo, results, *extra):

@@ -10,27 +10,10 @@ import subprocess
 import sys
 
 import pytest
-import yaml
-
-MICRO = {"name": "micro", "description": "launcher test family",
-         "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1"]}],
-         "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1"]}],
-         "tokenizer": {"vocab_size": 384, "train_on": "members"},
-         "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}},
-         "train": {"epochs": 2, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0}}
-
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
-    from memlab.models.zoo import load_family
-
-    root = tmp_path_factory.mktemp("launch-zoo")
-    (root / "conf").mkdir()
-    (root / "conf" / "micro.yaml").write_text(yaml.safe_dump(MICRO))
-    fam = load_family("micro", zoo_dir=root / "conf", models_dir=root / "models")
-    for size in fam.sizes:
-        fam.build(size, progress=False)
-    return root
+def zoo(tmp_path_factory, zoo_builder, one_chapter_family):
+    return zoo_builder(tmp_path_factory.mktemp("launch-zoo"), one_chapter_family)
 
 
 def sweep(zoo, results, *extra):
