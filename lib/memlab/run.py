@@ -147,6 +147,7 @@ def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
     from memlab.progress import Relay
 
     cells = 1 + len(nbformat.read(str(nb_in), as_version=4).cells)  # papermill counts every cell, + parameters
+    _quiet_kernel(Path(resolved["paths"]["root"]) / ".cache" / "ipython")
     try:
         # papermill's own bar is off when stderr is not a terminal; the relay prints cell, items, ETA, requests
         with Relay(resolved["experiment_name"], cells):
@@ -160,6 +161,19 @@ def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
             raise
         raise MemlabError(f"the notebook kernel did not run ({str(err).splitlines()[0]}); it talks to the runner "
                           "over 127.0.0.1 — check the loopback interface and that ipykernel is installed") from None
+
+
+def _quiet_kernel(ipython_dir: Path) -> None:
+    """The kernel's own log lines (ipykernel 7 warns on every start that its 127.0.0.1 link is not encrypted, and
+    logs the interrupt papermill sends at shutdown) would interleave with progress on the console; cell errors
+    still reach the notebook and the runner's one-line error. A user's own IPYTHONDIR is left alone."""
+    if "IPYTHONDIR" in os.environ:
+        return
+    conf = ipython_dir / "profile_default" / "ipython_kernel_config.py"
+    if not conf.exists():
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text('c.IPKernelApp.log_level = "CRITICAL"  # written by memlab.run (see _quiet_kernel)\n')
+    os.environ["IPYTHONDIR"] = str(ipython_dir)
 
 
 def _html(nb_path: Path) -> None:
