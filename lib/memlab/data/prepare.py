@@ -53,8 +53,16 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def files_record(dist: str) -> str | None:
+    """The wheel's RECORD of an installed distribution: every file with its sha256, as the wheel shipped it."""
+    from importlib.metadata import distribution
+
+    return distribution(dist).read_text("RECORD")
+
+
 def source_versions(corpus: str) -> dict[str, str]:
-    """The version of every package a corpus is read from (so two machines can tell why their hashes differ)."""
+    """Version and content hash of every package a corpus is read from, so two machines can tell why their
+    hashes differ (Debian: the installed files; PyPI: the wheel's RECORD; sdists: their pinned sha256)."""
     import subprocess
     import sys
     from importlib.metadata import PackageNotFoundError, version
@@ -63,10 +71,20 @@ def source_versions(corpus: str) -> dict[str, str]:
     spec = SOURCES.get(corpus, {})
     for pkg in spec.get("debian", ()):
         r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True)
-        out[f"debian:{pkg}"] = r.stdout.strip() if r.returncode == 0 else "not installed"
+        if r.returncode != 0:
+            out[f"debian:{pkg}"] = "not installed"
+            continue
+        listed = subprocess.run(["dpkg-query", "-L", pkg], capture_output=True, text=True).stdout.split("\n")
+        # shipped files only (/usr): /etc holds the machine's own edits of config files
+        files = sorted(p for p in listed if p.startswith("/usr/") and Path(p).is_file() and not Path(p).is_symlink())
+        digest = hashlib.sha256()
+        for f in files:  # the package's installed files, path and content: what the corpus was read from
+            digest.update(f.encode() + b"\0" + hashlib.sha256(Path(f).read_bytes()).digest())
+        out[f"debian:{pkg}"] = f"{r.stdout.strip()} sha256:{digest.hexdigest()}"
     for pkg in spec.get("pypi", ()):
         try:
-            out[f"pypi:{pkg}"] = version(pkg)
+            record = [line for line in (files_record(pkg) or "").splitlines() if "__pycache__" not in line]
+            out[f"pypi:{pkg}"] = f"{version(pkg)} sha256:{hashlib.sha256(chr(10).join(record).encode()).hexdigest()}"
         except PackageNotFoundError:
             out[f"pypi:{pkg}"] = "not installed"
     if "python" in spec:
