@@ -46,6 +46,29 @@ def hybrid_score(mlm_loss: float, rouge_l: float, cosine: float) -> float:
     return 1.0 / (1.0 + math.exp(-z))
 
 
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def wordpiece_vocab(words: list[str], vocab_size: int) -> dict[str, int]:
+    """A deterministic WordPiece vocabulary for one book: the special tokens, every character seen (alone and as a
+    ``##`` continuation, so any word splits), then whole words by frequency (ties alphabetical) up to
+    ``vocab_size``. (The tokenizers library's WordPieceTrainer breaks frequency ties in hash-map order, so the
+    same book gave a different vocabulary — and a different Parrot, memorization score and filter table — on
+    every run.)"""
+    from collections import Counter
+
+    counts = Counter(words)
+    chars = sorted({ch for w in counts for ch in w})
+    vocab: dict[str, int] = {}
+    for token in [*SPECIAL_TOKENS, *chars, *(f"##{ch}" for ch in chars)]:
+        vocab.setdefault(token, len(vocab))
+    for word, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if len(vocab) >= vocab_size:
+            break
+        vocab.setdefault(word, len(vocab))
+    return vocab
+
+
 @dataclass(frozen=True)
 class ParrotConfig:
     vocab_size: int = 2000
@@ -88,17 +111,16 @@ class Parrot:
 
     def _build(self, text: str | None) -> None:
         import torch
-        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
         from transformers import BertConfig, BertForMaskedLM
 
         if text is None:
             self.tok = Tokenizer.from_file(str(self.dir / "tokenizer.json"))
         else:
-            tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-            tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-            tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-            tok.train_from_iterator([text], trainers.WordPieceTrainer(
-                vocab_size=self.cfg.vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+            norm, pre = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+            words = [w for w, _ in pre.pre_tokenize_str(norm.normalize_str(text))]
+            tok = Tokenizer(models.WordPiece(vocab=wordpiece_vocab(words, self.cfg.vocab_size), unk_token="[UNK]"))
+            tok.normalizer, tok.pre_tokenizer = norm, pre
             self.tok = tok
             if self.dir:
                 self.dir.mkdir(parents=True, exist_ok=True)
