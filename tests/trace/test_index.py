@@ -147,6 +147,20 @@ def test_build_is_reused_not_rebuilt(sa_index, corpus, tokenizer):
     assert again.meta == sa_index.meta
 
 
+def test_backend_registry_and_unknown_backend(corpus, tokenizer, tmp_path):
+    """Both backends register under their names; an unknown name is one ConfigError naming the known ones."""
+    from memlab.errors import ConfigError
+    from memlab.methods.trace.index import BACKENDS, InfiniGramIndex, SuffixArrayIndex
+
+    assert BACKENDS == {"suffix_array": SuffixArrayIndex, "infini_gram": InfiniGramIndex}
+    assert all(cls.name == name for name, cls in BACKENDS.items())
+    known = r"unknown index backend 'nope'; use one of \['infini_gram', 'suffix_array'\]"
+    with pytest.raises(ConfigError, match=known) as e:
+        build_index(corpus, tokenizer, tmp_path / "ix", backend="nope")
+    assert "\n" not in str(e.value)
+    assert not (tmp_path / "ix").exists() and not (tmp_path / "ix.tmp").exists()
+
+
 def test_external_infini_gram_directory(ig_index, tokenizer, tmp_path):
     """An infini-gram directory without our records (as if built elsewhere) answers like our own index."""
     from memlab.methods.trace.index import ExternalInfiniGramIndex

@@ -1,0 +1,121 @@
+"""Corpus indexes over token ids for SimpleTrace (seed 002, §2 "suffix-array indexing").
+
+Two backends behind one interface (:class:`TokenIndex`):
+
+* :class:`SuffixArrayIndex` — a suffix array (pydivsufsort) over the token ids of the whole corpus, with
+  its LCP array (Kasai) and inverse suffix array. Saved as ``.npy`` files and memory-mapped on reload.
+  Good default for local corpora (≈ 1.5 s per 5 M tokens to build).
+* :class:`InfiniGramIndex` — infini-gram 2.6.0 (``infini_gram.indexing`` + ``InfiniGramEngine``), built
+  from ``tokenized.<s>``/``offset.<s>`` files we write ourselves for any tokenizer, sharded on disk and
+  queried memory-mapped: for corpora larger than RAM, or an existing infini-gram index directory.
+
+Corpus layout (both backends): every document is written as ``SEP + tokens``, where ``SEP`` is the
+all-ones value of the token dtype (0xFFFF for u16, 0xFFFFFFFF for u32, the infini-gram convention), and a
+final ``SEP`` closes the corpus. ``SEP`` is larger than every real token id, so no match crosses a
+document boundary. Every index records the fingerprint of the tokenizer it was built with
+(:func:`tokenizer_fingerprint`); tracing with another tokenizer is refused.
+
+An index directory is complete only when ``meta.json`` exists: it is written last, after every other file,
+so a killed build leaves a directory that :func:`load_index` refuses with one clear line.
+
+This package: :mod:`.base` (interface, tokenizer helpers, validation, backend registry),
+:mod:`.suffix_array` and :mod:`.infini_gram` (the backends, registered by name on import), and here
+:func:`build_index` / :func:`load_index`, which pick the backend class by name from :data:`BACKENDS`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from memlab.errors import MemlabError
+from memlab.methods.trace.index.base import (BACKENDS, FORMAT_VERSION, Occurrences, TokenIndex, _checked_texts,
+                                             backend_class, encode_texts, read_jsonl_bytes, register_backend,
+                                             token_dtype_for, tokenizer_fingerprint, vocab_size_of)
+# importing the backend modules registers their classes in BACKENDS (suffix_array first, as before)
+from memlab.methods.trace.index.suffix_array import SuffixArrayIndex
+from memlab.methods.trace.index.infini_gram import ExternalInfiniGramIndex, InfiniGramIndex
+
+__all__ = ["BACKENDS", "FORMAT_VERSION", "ExternalInfiniGramIndex", "InfiniGramIndex", "Occurrences",
+           "SuffixArrayIndex", "TokenIndex", "backend_class", "build_index", "encode_texts", "load_index",
+           "read_jsonl_bytes", "register_backend", "token_dtype_for", "tokenizer_fingerprint", "vocab_size_of"]
+
+
+# ------------------------------------------------------------------------------------- build / load
+
+def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_array",
+                tokenizer_name: str | None = None, shards: int = 1, mem_gb: int = 2,
+                overwrite: bool = False) -> TokenIndex:
+    """Tokenize ``docs`` (Documents or (id, text) pairs) and build an index in ``out_dir``.
+
+    Built in ``<out_dir>.tmp`` and renamed at the end; ``meta.json`` is the last file written. Returns the
+    loaded index. Refuses empty corpora, empty documents and invalid UTF-8 with one line.
+    """
+    backend_cls = backend_class(backend)
+    out = Path(out_dir)
+    if (out / "meta.json").exists() and not overwrite:
+        return load_index(out)
+    ids, texts = _checked_texts(docs)
+    t0 = time.perf_counter()
+    token_lists = encode_texts(tokenizer, texts)
+    t_tok = time.perf_counter() - t0
+    for doc_id, toks in zip(ids, token_lists):
+        if len(toks) == 0:
+            raise MemlabError(f"document {doc_id!r} has no tokens; drop it before indexing")
+    vocab = vocab_size_of(tokenizer)
+    meta = {
+        "format_version": FORMAT_VERSION, "backend": backend,
+        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+        "tokenizer_name": tokenizer_name or getattr(tokenizer, "name_or_path", None),
+        "vocab_size": vocab, "eos_token_id": tokenizer.eos_token_id if tokenizer.eos_token_id is not None
+        and tokenizer.eos_token_id < vocab else 0,
+        "n_docs": len(texts), "n_tokens": int(sum(len(t) for t in token_lists)),
+        "text_bytes": int(sum(len(t.encode("utf-8")) for t in texts)),
+    }
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    t1 = time.perf_counter()
+    backend_cls.build(ids, texts, token_lists, tmp, meta, shards=shards, mem_gb=mem_gb)
+    uni = np.bincount(np.concatenate(token_lists).astype(np.int64), minlength=vocab)[:max(vocab, 1)]
+    np.save(tmp / "unigram.npy", uni.astype(np.int64))
+    blobs = [t.encode("utf-8") for t in texts]
+    with open(tmp / "texts.bin", "wb") as f:
+        for b in blobs:
+            f.write(b)
+    np.save(tmp / "text_offsets.npy", np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64))
+    (tmp / "ids.json").write_text(json.dumps(ids, ensure_ascii=False), encoding="utf-8")
+    meta["build_seconds"] = {"tokenize": round(t_tok, 3), "index": round(time.perf_counter() - t1, 3)}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return load_index(out)
+
+
+def load_index(path: str | Path) -> TokenIndex:
+    """Open an index directory; a missing or half-built one is refused with one clear line."""
+    path = Path(path)
+    if not path.is_dir():
+        raise MemlabError(f"index directory {path} does not exist; build it with memlab.methods.trace.index.build_index")
+    meta_file = path / "meta.json"
+    if not meta_file.exists():
+        raise MemlabError(f"index directory {path} is incomplete (no meta.json: the build did not finish); "
+                          "delete it and rebuild the index")
+    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise MemlabError(f"index {path} has format {meta.get('format_version')}, expected {FORMAT_VERSION}; rebuild it")
+    backend = meta.get("backend")
+    backend_cls = BACKENDS.get(backend) if isinstance(backend, str) else None
+    if backend_cls is None:
+        raise MemlabError(f"index {path} names unknown backend {backend!r}; rebuild it")
+    needed = backend_cls.required_files(meta)
+    missing = [n for n in needed if not (path / n).exists()]
+    if missing:
+        raise MemlabError(f"index directory {path} is incomplete (missing {', '.join(missing[:3])}); "
+                          "delete it and rebuild the index")
+    return backend_cls(path, meta)

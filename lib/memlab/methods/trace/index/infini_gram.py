@@ -1,0 +1,163 @@
+"""infini-gram backends: :class:`InfiniGramIndex` (``backend="infini_gram"``) — infini-gram 2.6.0
+(``infini_gram.indexing`` + ``InfiniGramEngine``), built from ``tokenized.<s>``/``offset.<s>`` files we write
+ourselves for any tokenizer, sharded on disk and queried memory-mapped: for corpora larger than RAM — and
+:class:`ExternalInfiniGramIndex`, an existing infini-gram index directory built elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from memlab.errors import MemlabError
+from memlab.methods.trace.index.base import (FORMAT_VERSION, Occurrences, TokenIndex, register_backend,
+                                             token_dtype_for, tokenizer_fingerprint, vocab_size_of)
+
+_SHARED_FILES = ("unigram.npy", "texts.bin", "text_offsets.npy", "ids.json")  # written by build_index
+
+
+@register_backend
+class InfiniGramIndex(TokenIndex):
+    """infini-gram (v4 index) queried through ``InfiniGramEngine``; memory-mapped, sharded on disk."""
+
+    name = "infini_gram"
+
+    def __init__(self, path: Path, meta: dict):
+        from infini_gram.engine import InfiniGramEngine
+
+        self.path, self.meta = path, meta
+        self.unigram = np.load(path / "unigram.npy")
+        self.token_dtype = meta["token_dtype"]
+        self.engine = InfiniGramEngine(
+            index_dir=str(path), eos_token_id=int(meta.get("eos_token_id") or 0),
+            vocab_size=int(meta["vocab_size"]), version=4, token_dtype=self.token_dtype)
+        self._shard_docs = [int(n) for n in meta["docs_per_shard"]]
+
+    @classmethod
+    def required_files(cls, meta: dict) -> list[str]:
+        shards = len(meta.get("docs_per_shard", []))
+        return list(_SHARED_FILES) + [f"{k}.{s}" for s in range(shards) for k in ("tokenized", "offset", "table")]
+
+    @classmethod
+    def build(cls, ids: list[str], texts: list[str], token_lists: list[np.ndarray], out: Path,
+              base_meta: dict, shards: int = 1, mem_gb: int = 2) -> None:
+        vocab = base_meta["vocab_size"]
+        dt = token_dtype_for(vocab)
+        width = dt.itemsize
+        sep = (b"\xff" * width)
+        shards = max(1, min(int(shards), len(token_lists)))
+        per = -(-len(token_lists) // shards)
+        docs_per_shard = []
+        for s in range(shards):
+            chunk = token_lists[s * per:(s + 1) * per]
+            docs_per_shard.append(len(chunk))
+            offs, pos = [], 0
+            with open(out / f"tokenized.{s}", "wb") as f:
+                for toks in chunk:
+                    content = sep + np.asarray(toks, dtype=dt).astype(dt.newbyteorder("<")).tobytes()
+                    offs.append(pos)
+                    f.write(content)
+                    pos += len(content)
+            np.asarray(offs, dtype=np.uint64).tofile(out / f"offset.{s}")
+        base_meta["docs_per_shard"] = docs_per_shard
+        base_meta["token_dtype"] = {2: "u16", 4: "u32"}[width]
+        cmd = [sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(out), "--save_dir", str(out),
+               "--token_dtype", base_meta["token_dtype"], "--shards", str(shards), "--cpus", "1",
+               "--mem", str(mem_gb), "--ulimit", "20000"]
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        missing = [s for s in range(shards) if not (out / f"table.{s}").exists()]
+        if res.returncode != 0 or missing:
+            tail = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise MemlabError(f"infini-gram indexing failed in {out} ({tail[0][:200]}); "
+                              "check free disk space and memory (param mem_gb)")
+
+    def count(self, tokens: Sequence[int]) -> int:
+        self.check_ids(tokens)
+        if len(tokens) == 0:
+            return 0
+        return int(self.engine.count([int(t) for t in tokens])["count"])
+
+    def occurrences(self, tokens: Sequence[int], *, cap: int = 10, max_scan: int = 1000) -> Occurrences:
+        self.check_ids(tokens)
+        if len(tokens) == 0:
+            return Occurrences(0, [])
+        r = self.engine.find([int(t) for t in tokens])
+        docs: set[int] = set()
+        scanned = 0
+        for s, (lo, hi) in enumerate(r["segment_by_shard"]):
+            for rank in range(lo, min(hi, lo + max_scan - scanned)):
+                d = self.engine.get_doc_by_rank(s=s, rank=rank, max_disp_len=1)
+                docs.add(int(d["doc_ix"]))
+            scanned += min(hi - lo, max_scan - scanned)
+            if scanned >= max_scan:
+                break
+        return Occurrences(int(r["cnt"]), sorted(docs)[:cap], len(docs))
+
+    def attribute(self, tokens: Sequence[int], *, min_len: int = 1, max_cnt: int = 10):
+        """infini-gram's own ``attribute`` (OLMoTrace primitive), for the benchmark comparison."""
+        return self.engine.attribute(input_ids=[int(t) for t in tokens], delim_ids=[], min_len=min_len,
+                                     max_cnt=max_cnt, enforce_bow=False)
+
+
+class ExternalInfiniGramIndex(InfiniGramIndex):
+    """An infini-gram index directory built elsewhere (e.g. a public prebuilt index, or one made with
+    ``python -m infini_gram.indexing`` and its own tokenizer) — real-scale tracing by config.
+
+    Such a directory records no tokenizer, so the caller names the one it was built with; we trust it and
+    record its fingerprint. Unigram counts come from the engine (once, per shard) and are cached in
+    ``cache_dir``; document texts are the decoded token ids; ids come from the index metadata when present.
+    """
+
+    name = "infini_gram_external"  # not registered: opened with ExternalInfiniGramIndex(path, tokenizer)
+
+    def __init__(self, path: Path, tokenizer, *, token_dtype: str = "u16", cache_dir: str | Path | None = None):
+        from infini_gram.engine import InfiniGramEngine
+
+        path = Path(path)
+        tables = sorted(path.glob("table.*"))
+        if not path.is_dir() or not tables:
+            raise MemlabError(f"{path} is not an infini-gram index directory (no table.* files); check the path")
+        for t in tables:
+            s = t.suffix[1:]
+            if not (path / f"tokenized.{s}").exists() or not (path / f"offset.{s}").exists():
+                raise MemlabError(f"infini-gram index {path} is incomplete (shard {s} lacks tokenized/offset files)")
+        vocab = vocab_size_of(tokenizer)
+        self.path, self.tok = path, tokenizer
+        self.token_dtype = token_dtype
+        self.engine = InfiniGramEngine(index_dir=str(path), eos_token_id=int(tokenizer.eos_token_id or 0),
+                                       vocab_size=vocab, version=4, token_dtype=token_dtype)
+        n_docs = int(self.engine.get_total_doc_cnt())
+        cache = Path(cache_dir or path) / f"unigram-{tokenizer_fingerprint(tokenizer)}.npy"
+        if cache.exists():
+            self.unigram = np.load(cache)
+        else:
+            uni = np.zeros(vocab, dtype=np.int64)
+            for s in range(len(tables)):
+                for t, c in self.engine.compute_unigram_counts(s=s).items():  # {token id: count}
+                    if 0 <= int(t) < vocab:
+                        uni[int(t)] += int(c)
+            self.unigram = uni
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            np.save(cache, uni)
+        self.meta = {"format_version": FORMAT_VERSION, "backend": self.name,
+                     "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+                     "tokenizer_name": getattr(tokenizer, "name_or_path", None), "vocab_size": vocab,
+                     "n_docs": n_docs, "n_tokens": int(self.unigram.sum()), "token_dtype": token_dtype}
+
+    def doc_text(self, doc_ix: int) -> str:
+        d = self.engine.get_doc_by_ix(doc_ix=int(doc_ix), max_disp_len=10**9)
+        return self.tok.decode(d["token_ids"])
+
+    def doc_id(self, doc_ix: int) -> str:
+        d = self.engine.get_doc_by_ix(doc_ix=int(doc_ix), max_disp_len=1)
+        meta = d.get("metadata") or ""
+        return f"{self.path.name}/{doc_ix}" + (f" {meta[:80]}" if meta else "")
+
+    def doc_index(self, doc_id: str) -> int:
+        raise NotImplementedError("an external infini-gram index has no id → index map")
