@@ -7,8 +7,7 @@ import pytest
 from memlab.errors import MemlabError
 from memlab.data.echotrace import (Book, book_from_text, coverage_report, echotrace_mini, load_books,
                                    load_gutenberg, load_plain_text, save_books)
-from memlab.methods.recap.agents import SectionSummaryAgent
-from memlab.methods.recap.experiment import segment_books
+from memlab.methods.recap.study import segment_books
 
 GUT = """The Project Gutenberg eBook of A Test Book
 Title: A Test Book
@@ -28,14 +27,14 @@ License boilerplate that must go.
 """
 
 
-def test_gutenberg_strip_and_chapters(tmp_path):
+def test_gutenberg_strip_and_chapters(tmp_path, recap):
     p = tmp_path / "pg1.txt"
     p.write_text(GUT, encoding="utf-8")
     b = load_gutenberg(p)
     assert b.title == "A Test Book" and b.category == "public_domain"
     assert [c.title for c in b.chapters] == ["CHAPTER I", "CHAPTER II"]
     assert "START OF" not in b.text and "boilerplate" not in b.text and "Title:" not in b.text
-    segment_books([b], SectionSummaryAgent(target_words=15, min_words=5), None)
+    segment_books([b], recap.summary(target_words=15, min_words=5), None)
     rows = coverage_report([b])
     assert rows[0]["coverage"] == 1.0 and rows[0]["events"] >= 3
     for e in b.events:
@@ -54,13 +53,13 @@ def test_non_utf8_file_is_decoded_and_logged(tmp_path, caplog):
     assert any("not UTF-8" in r.message for r in caplog.records)
 
 
-def test_empty_and_short_books(caplog):
+def test_empty_and_short_books(caplog, recap):
     empty = book_from_text("", book_id="e", title="e", category="non_training")
     short = book_from_text("Too short.", book_id="s", title="s", category="non_training")
     one = book_from_text("Anna met Boris at the gate. They talked about the harvest and the rain all evening.",
                          book_id="o", title="o", category="non_training")
     with caplog.at_level(logging.WARNING):
-        segment_books([empty, short, one], SectionSummaryAgent(target_words=200, min_words=8), None)
+        segment_books([empty, short, one], recap.summary(target_words=200, min_words=8), None)
     assert empty.events == [] and short.events == []
     assert len(one.events) == 1 and one.events[0].text == one.text  # shorter than one event: one event
     assert any("no events" in r.message for r in caplog.records)

@@ -1,11 +1,12 @@
 """Hybrid memorization score (seed 000 eq. 1) and the Parrot masked LM."""
 
+import dataclasses
 import math
 
 import pytest
 
 from memlab.data.corpora import load_corpus
-from memlab.methods.recap.memscore import Parrot, ParrotConfig, hybrid_score, inverse_loss
+from memlab.methods.recap.memscore import Parrot, hybrid_score, inverse_loss
 
 
 def test_published_coefficients():
@@ -17,10 +18,11 @@ def test_published_coefficients():
     assert hybrid_score(4.005, 0.5, 0.5) == pytest.approx(1 / (1 + math.exp(-(2 + 2.25 + 0.75 - 5))))
 
 
-def test_parrot_prefers_the_book_and_caches(tmp_path):
+def test_parrot_prefers_the_book_and_caches(tmp_path, recap):
     ruth = [d.text for d in load_corpus("kjv", unit="chapter") if d.id.startswith("kjv/chapter/Ruth/")]
     book = ruth[0]
-    cfg = ParrotConfig(max_epochs=15, vocab_size=800, hidden=64, layers=2, heads=2, chunk_tokens=64, stride=32)
+    cfg = dataclasses.replace(recap.method().memscore.parrot, max_epochs=15, vocab_size=800, hidden=64, layers=2, heads=2,
+                              chunk_tokens=64, stride=32)
     p = Parrot(book, cfg, tmp_path)
     inside = p.mlm_loss(ruth[0][:600])
     outside = p.mlm_loss("Quarterly revenue grew by nine percent while the software division shipped new cloud servers.")
@@ -30,13 +32,14 @@ def test_parrot_prefers_the_book_and_caches(tmp_path):
     assert again.mlm_loss(ruth[0][:600]) == pytest.approx(inside)
 
 
-def test_parrot_is_rebuilt_identically():
+def test_parrot_is_rebuilt_identically(recap):
     """Same book + config ⇒ byte-identical vocabulary and weights when trained again (the library's WordPiece
     trainer broke frequency ties in hash-map order: a new vocabulary, Parrot and filter table every run)."""
     import hashlib
 
     book = next(d.text for d in load_corpus("kjv", unit="chapter") if d.id == "kjv/chapter/Ruth/1")
-    cfg = ParrotConfig(max_epochs=3, vocab_size=400, hidden=32, layers=1, heads=2, chunk_tokens=64, stride=32)
+    cfg = dataclasses.replace(recap.method().memscore.parrot, max_epochs=3, vocab_size=400, hidden=32, layers=1, heads=2,
+                              chunk_tokens=64, stride=32)
     runs = []
     for _ in range(2):
         p = Parrot(book, cfg, None)

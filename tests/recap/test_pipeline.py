@@ -1,5 +1,6 @@
 """The RECAP loop end to end on the micro GPT-NeoX (exact membership), resume, redaction, failures."""
 
+import dataclasses
 import json
 
 import pytest
@@ -8,10 +9,15 @@ from memlab.backends.base import Backend
 from memlab.backends.factory import build_backend
 from memlab.data.echotrace import book_from_documents
 from memlab.methods.recap import evaluate as E
-from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, SectionSummaryAgent, VerbatimVerifier
-from memlab.methods.recap.experiment import segment_books
 from memlab.methods.recap.extraction import ExtractionAgent
-from memlab.methods.recap.pipeline import Agents, RecapRunner, RecapSettings, ResultStore, Target, run_books
+from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, run_books
+from memlab.methods.recap.prompts import Prompts
+from memlab.methods.recap.study import build_agents, segment_books
+from memlab.schema import method_config
+
+# the YAML's settings with this test's smaller loop (every other value from conf/method/recap.yaml)
+METHOD = method_config("recap", ["method.recap.max_rounds=2", "method.recap.batch_events=2"])
+RS = METHOD.recap
 
 
 class Counting(Backend):
@@ -44,23 +50,23 @@ def hf(micro_family):
 
 
 @pytest.fixture()
-def books(micro_family):
+def books(micro_family, recap):
     bs = [book_from_documents(micro_family.members[:1], book_id="ruth", title="Ruth", category="public_domain"),
           book_from_documents(micro_family.nonmembers[:1], book_id="jonah", title="Jonah", category="public_domain"),
           book_from_documents(micro_family.members[1:2], book_id="ruth2", title="Ruth", category="copyrighted")]
-    return segment_books(bs, SectionSummaryAgent(target_words=45), 3)
+    return segment_books(bs, recap.summary(target_words=45), 3)
 
 
 def _runner(backend, store, **kw):
-    ex = ExtractionAgent(backend, style="plain", max_new_tokens=24, tokens_per_word=1.3, max_context_tokens=96)
-    settings = RecapSettings(max_rounds=2, batch_events=2, **kw)
+    ex = ExtractionAgent(backend=backend, style="plain", prompts=Prompts(METHOD.prompts_dir), max_new_tokens=24,
+                         tokens_per_word=1.3, max_context_tokens=96, seed=METHOD.seed)
+    settings = dataclasses.replace(RS, **kw)
     membership = {"ruth": "member", "ruth2": "member", "jonah": "nonmember"}
-    return RecapRunner(Target("micro", ex, 1.0, 2.0, membership),
-                       Agents(VerbatimVerifier(), Jailbreaker(), FeedbackAgent()), settings, store)
+    return RecapRunner(Target("micro", ex, 1.0, 2.0, membership), build_agents(METHOD)[1], settings, store)
 
 
 def _table(records):
-    return E.book_scores(E.events_frame(records)).to_dict("records")
+    return E.book_scores(E.events_frame(records), RS.score_variant).to_dict("records")
 
 
 def test_ladder_rules_and_membership(hf, books, tmp_path):
@@ -78,18 +84,20 @@ def test_ladder_rules_and_membership(hf, books, tmp_path):
                 assert k == len(r["rounds"]) - 1  # stop at the first round without gain
         assert m["recap"]["target_calls"] == m["dsp_jb"]["target_calls"] + len(r["rounds"])
         assert set(m["prefix"]["passages"]) == {"0", "1", "2", "3", "4", "5"}
-    books_df = E.book_scores(E.events_frame(recs))
-    t3 = E.table3(books_df, n_resamples=200)
+    books_df = E.book_scores(E.events_frame(recs), RS.score_variant)
+    t3 = E.table3(books_df, n_resamples=200, seed=METHOD.seed, targets=None, variant=RS.score_variant, stem=RS.stem)
     assert set(t3["method"]) == set(E.METHOD_NAMES.values()) and "micro" in t3.columns
-    mem = E.membership_table(books_df)
+    mem = E.membership_table(books_df, tolerance=METHOD.passage_tolerance)
     assert set(mem["split"]) == {"member", "nonmember"}
     # the micro model memorized Ruth, not Jonah: prefix-probing recovers more of the member book
     pre = books_df[books_df.method == "prefix"].set_index("book")["rouge_l"]
     assert pre["ruth"] > pre["jonah"]
-    cost = E.cost_table(E.events_frame(recs))
+    ag = METHOD.agents
+    cost = E.cost_table(E.events_frame(recs), agent_price_in=ag.price_in, agent_price_out=ag.price_out,
+                        agent_output_tokens_per_call=ag.output_tokens_per_call)
     assert (cost.set_index("method").loc["RECAP", "target_prompts"]
             >= cost.set_index("method").loc["DSP", "target_prompts"])
-    assert E.contamination(recs)["metadata_flagged"].mean() <= 1.0
+    assert E.contamination(recs, overlap_threshold=0.3)["metadata_flagged"].mean() <= 1.0
 
 
 def test_redaction_keeps_no_protected_text(hf, books, tmp_path):
@@ -150,10 +158,10 @@ def test_truncated_store_line_is_redone(hf, books, tmp_path):
     assert len(again.rows()) == len(recs)
 
 
-def test_llm_agents_on_a_real_backend_fall_back_cleanly(hf, books, tmp_path):
+def test_llm_agents_on_a_real_backend_fall_back_cleanly(hf, books, tmp_path, recap):
     # any chat backend can be the agent; the micro model answers garbage: no JSON -> logged fallbacks
-    agents = Agents(VerbatimVerifier(llm=hf, max_new_tokens=8), Jailbreaker(llm=hf, mode="past_tense"),
-                    FeedbackAgent(llm=hf, max_new_tokens=24, max_retries=1))
+    agents = Agents(recap.verifier(llm=hf, max_new_tokens=8), recap.jailbreaker(llm=hf, mode="past_tense"),
+                    recap.feedback(llm=hf, max_new_tokens=24, max_retries=1))
     runner = _runner(hf, ResultStore(tmp_path / "e.jsonl"))
     runner.a = agents
     recs = run_books(runner, books[:1], progress=False)
@@ -163,14 +171,14 @@ def test_llm_agents_on_a_real_backend_fall_back_cleanly(hf, books, tmp_path):
         assert all(n == 0 for n in r["hint_audit"]["feedback_leaks"])
 
 
-def test_empty_and_tiny_books_are_logged_not_fatal(hf, books, tmp_path, caplog):
+def test_empty_and_tiny_books_are_logged_not_fatal(hf, books, tmp_path, caplog, recap):
     import logging
 
     from memlab.data.echotrace import book_from_text
 
     empty = book_from_text("", book_id="empty", title="Empty", category="non_training")
     tiny = book_from_text("Two words.", book_id="tiny", title="Tiny", category="non_training")
-    segment_books([empty, tiny], SectionSummaryAgent(target_words=45), None)
+    segment_books([empty, tiny], recap.summary(target_words=45), None)
     with caplog.at_level(logging.WARNING):
         recs = run_books(_runner(hf, ResultStore(tmp_path / "e.jsonl")), [empty, tiny, books[0]], progress=False)
     assert len(recs) == len(books[0].events)

@@ -8,8 +8,8 @@ implementation for that item, so nothing is lost.
 
 Agents:
 
-* :class:`SectionSummaryAgent` — segmentation of a chapter into events + metadata. Deterministic: greedy
-  grouping of consecutive sentences until ``target_words`` words (a tail shorter than half a target is merged
+* :class:`~memlab.methods.recap.summary.SectionSummaryAgent` (in ``summary.py``) — segmentation of a chapter
+  into events + metadata. Deterministic: greedy grouping of consecutive sentences until ``target_words`` words (a tail shorter than half a target is merged
   into the previous event); characters = most frequent capitalised non-initial words; summary bullets = for
   the beginning / middle / end third of the event, the characters present and the top content keywords
   sorted alphabetically. No verbatim copying beyond the two boundary sentences is *checked*
@@ -19,12 +19,12 @@ Agents:
   verbatim, reproduce, copyright, as refusal phrases); the deterministic implementation is the keyword check
   plus "fewer than ``min_words`` words = no attempt" plus "more than ``max_echo`` of the output's word 4-grams
   repeat the prompt's instructions/metadata = no attempt" (small models often echo their prompt).
-* :class:`Jailbreaker` — the static narrative-tool-injection prompt (default) or the past-tense
+* :class:`Jailbreaker` — the static narrative-tool-injection prompt (``narrative_tool``) or the past-tense
   reformulation (LLM rewrite; deterministic = the fixed past-tense template).
 * :class:`FeedbackAgent` — a three-category report (MAJOR STRUCTURAL ISSUES / MISSING ELEMENTS / INACCURATE
   ELEMENTS, in reading order). Deterministic: aligns attempt and reference word tokens (difflib) and reports
   length, dialogue, coverage of each third and names — never any wording. The leak guard rejects a report
-  containing any reference word n-gram (n = ``ngram_guard``, default 6): the LLM is asked again (up to
+  containing any reference word n-gram (n = ``ngram_guard``): the LLM is asked again (up to
   ``max_retries``), then offending lines are dropped.
 """
 
@@ -34,14 +34,13 @@ import difflib
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from memlab.backends.base import Backend, GenerationRequest, Message
-from memlab.data.echotrace import Chapter, Event
 from memlab.metrics.rouge import word_tokens
 from memlab.methods.recap.prompts import Prompts
-from memlab.methods.recap.text import keywords, leaked_ngrams, names, ngrams, sentences
+from memlab.methods.recap.text import leaked_ngrams, names, ngrams, sentences
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +56,14 @@ class AgentFailure(Exception):
     """An LLM agent call failed (exception, timeout, malformed answer); the caller falls back."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Agent:
-    llm: Backend | None = None
-    prompts: Prompts = field(default_factory=Prompts)
-    max_new_tokens: int = 256
+    """Settings come from ``method.agents`` (conf/method/recap.yaml; built by ``study.build_agents``); the
+    counters below are run state."""
+
+    llm: Backend | None
+    prompts: Prompts
+    max_new_tokens: int  # generation budget of an LLM agent call
     errors: int = 0  # LLM failures that fell back to the deterministic implementation
     calls: int = 0  # LLM calls made
     prompt_chars: int = 0  # characters of every prompt this agent built (LLM or not): the cost table's input
@@ -94,139 +96,6 @@ def parse_json(text: str):
     raise AgentFailure(f"no JSON in answer: {text[:80]!r}")
 
 
-# ---------------------------------------------------------------------------------------------- summary
-@dataclass
-class SectionSummaryAgent(Agent):
-    target_words: int = 120
-    min_words: int = 8
-    ngram_guard: int = 6
-    n_characters: int = 6
-    n_keywords: int = 5
-    leaks_removed: int = 0
-
-    def segment(self, chapter: Chapter, book_title: str) -> list[Event]:
-        """Events of one chapter (empty chapter → no events; a chapter shorter than one event → one event)."""
-        if self.llm is not None:
-            try:
-                return self._segment_llm(chapter, book_title)
-            except AgentFailure as err:
-                self._fail(f"summary agent ({chapter.id})", err)
-        return self._segment_rule(chapter)
-
-    # -- deterministic
-    def _groups(self, text: str) -> list[tuple[int, int]]:
-        sents = sentences(text)
-        groups: list[list] = []
-        cur: list = []
-        n = 0
-        for s in sents:
-            cur.append(s)
-            n += len(s.text.split())
-            if n >= self.target_words:
-                groups.append(cur)
-                cur, n = [], 0
-        if cur:
-            if groups and n < self.target_words / 2:
-                groups[-1].extend(cur)
-            else:
-                groups.append(cur)
-        return [(g[0].start, g[-1].end) for g in groups]
-
-    def _segment_rule(self, chapter: Chapter) -> list[Event]:
-        events = []
-        for k, (a, b) in enumerate(self._groups(chapter.text)):
-            text = chapter.text[a:b]
-            if len(text.split()) < self.min_words:
-                log.warning("%s: a %d-word segment is shorter than min_words=%d; skipped", chapter.id,
-                            len(text.split()), self.min_words)
-                continue
-            events.append(self._event(chapter, len(events), text, None, None))
-        return events
-
-    def _opening(self, text: str) -> tuple[str, str]:
-        sents = sentences(text)
-        words = text.split()
-        first = sents[0].text if sents else text
-        if len(sents) < 2 or len(first.split()) > len(words) / 2:
-            # one long sentence: the opening line is its first few words (a prefix of the text)
-            k = max(3, min(12, len(words) // 3))
-            first = " ".join(words[:k])
-            first = text[: text.find(words[k - 1], len(" ".join(words[:k - 1]))) + len(words[k - 1])] \
-                if text.startswith(words[0]) else first
-        last = sents[-1].text if sents else text
-        return first, last
-
-    def _event(self, chapter: Chapter, k: int, text: str, title: str | None, meta: dict | None) -> Event:
-        first, last = self._opening(text)
-        meta = meta or {}
-        chars = meta.get("characters") or names(text, top=self.n_characters)
-        bullets = meta.get("detailed_summary") or self._bullets(text, chars)
-        bullets = [self._guard(b, text, [first, last]) for b in bullets]
-        bullets = [b for b in bullets if b.strip()]
-        return Event(id=f"{chapter.id}/e{k + 1}", title=title or meta.get("title") or f"{chapter.title}, part {k + 1}",
-                     characters=[str(c) for c in chars], detailed_summary=bullets, first_sentence=first,
-                     last_sentence=last, text=text)
-
-    def _bullets(self, text: str, chars: list[str]) -> list[str]:
-        toks = text.split()
-        thirds = [" ".join(toks[i * len(toks) // 3:(i + 1) * len(toks) // 3]) for i in range(3)]
-        exclude = {c.lower() for c in chars}
-        out = []
-        for label, part in zip(("Beginning", "Middle", "End"), thirds):
-            if not part.strip():
-                continue
-            who = [c for c in chars if c in part]
-            kw = keywords(part, top=self.n_keywords, exclude=exclude)
-            bits = []
-            if who:
-                bits.append("involves " + ", ".join(who))
-            if kw:
-                bits.append("topics: " + ", ".join(kw))
-            if bits:
-                out.append(f"{label}: " + "; ".join(bits))
-        return out
-
-    def _guard(self, bullet: str, text: str, allowed: list[str]) -> str:
-        """Drop words of ``bullet`` until it shares no n-gram with ``text`` outside the boundary sentences."""
-        for _ in range(50):
-            leak = leaked_ngrams(bullet, text, self.ngram_guard, allowed=allowed)
-            if not leak:
-                return bullet
-            self.leaks_removed += 1
-            gram = sorted(leak)[0]
-            # remove the middle word of the first leaked n-gram (case-insensitive, whole word)
-            bullet = re.sub(r"\b" + re.escape(gram[len(gram) // 2]) + r"\b", "", bullet, count=1, flags=re.I)
-        return ""
-
-    # -- LLM
-    def _segment_llm(self, chapter: Chapter, book_title: str) -> list[Event]:
-        prompt = self.prompts.fill("summary", target_words=self.target_words, chapter_title=chapter.title,
-                                   book_title=book_title, chapter_text=chapter.text)
-        self.prompt_chars += len(prompt)
-        items = parse_json(self._ask([prompt])[0])
-        if not isinstance(items, list) or not items:
-            raise AgentFailure("summary answer is not a non-empty JSON list")
-        events, pos = [], 0
-        starts = []
-        for it in items:
-            first = str(it.get("first_sentence", "")).strip() if isinstance(it, dict) else ""
-            i = chapter.text.find(first, pos) if first else -1
-            if i < 0:
-                raise AgentFailure(f"boundary sentence not found in the chapter: {first[:60]!r}")
-            starts.append(i)
-            pos = i + 1
-        starts[0] = 0  # cover the chapter from its start
-        for k, it in enumerate(items):
-            end = starts[k + 1] if k + 1 < len(items) else len(chapter.text)
-            text = chapter.text[starts[k]:end].strip()
-            if len(text.split()) < self.min_words:
-                continue
-            meta = {"title": str(it.get("title") or ""), "characters": list(it.get("characters") or []),
-                    "detailed_summary": [str(b) for b in (it.get("detailed_summary") or [])]}
-            events.append(self._event(chapter, len(events), text, meta["title"] or None, meta))
-        return events
-
-
 # ---------------------------------------------------------------------------------------------- verifier
 @dataclass
 class Verdict:
@@ -234,11 +103,10 @@ class Verdict:
     reason: str  # "keyword" | "too_short" | "judge" | "ok"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class VerbatimVerifier(Agent):
-    min_words: int = 3
-    max_echo: float = 0.5  # blocked when more than this share of the output's 4-grams echo the prompt
-    max_new_tokens: int = 16
+    min_words: int
+    max_echo: float  # blocked when more than this share of the output's 4-grams echo the prompt
 
     @staticmethod
     def keyword_refusal(output: str, window: int = 300) -> bool:
@@ -296,9 +164,9 @@ class VerbatimVerifier(Agent):
 
 
 # ---------------------------------------------------------------------------------------------- jailbreak
-@dataclass
+@dataclass(kw_only=True)
 class Jailbreaker(Agent):
-    mode: str = "narrative_tool"  # | "past_tense"
+    mode: str  # "narrative_tool" | "past_tense"
 
     def rewrite(self, fields: dict, default_prompt: str) -> str:
         """The user turn that replaces a blocked extraction prompt."""
@@ -328,11 +196,10 @@ class Feedback:
     sanitized: bool  # lines were dropped because every retry leaked
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FeedbackAgent(Agent):
-    ngram_guard: int = 6
-    max_retries: int = 2
-    max_new_tokens: int = 300
+    ngram_guard: int
+    max_retries: int
     leak_rejections: int = 0
 
     def feedback(self, references: Sequence[str], attempts: Sequence[str], characters: Sequence[list[str]]) -> list[Feedback]:

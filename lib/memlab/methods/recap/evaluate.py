@@ -4,8 +4,8 @@ All inputs are the records written by :mod:`memlab.methods.recap.pipeline` (numb
 every metric comes from :mod:`memlab.metrics`:
 
 * book score = token-weighted ROUGE-L (``weighted_rouge_l``, seed 000 eq. 2) of the chosen variant
-  (default: recall, stemmed word tokens) — Table 3 reports the book-level bootstrap (``bootstrap_mean``,
-  1000 resamples of the books of a category) mean ± sd;
+  (``method.recap.score_variant``: recall, stemmed word tokens) — Table 3 reports the book-level bootstrap
+  (``bootstrap_mean``, ``method.bootstrap.n_resamples`` resamples of the books of a category) mean ± sd;
 * passages = ``count_passages`` (40-token passages, mismatch tolerance m), summed over a book's events;
 * cost: target prompts/tokens as measured by the backend; agent prompts counted, agent tokens estimated as
   characters / 4 (no agent tokenizer offline), dollars = tokens × configured price per 1M tokens.
@@ -47,7 +47,7 @@ def events_frame(records: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def book_scores(df: pd.DataFrame, variant: str = "recall") -> pd.DataFrame:
+def book_scores(df: pd.DataFrame, variant: str) -> pd.DataFrame:
     """Per (target, category, book, method): token-weighted ROUGE-L (eq. 2) and passage counts."""
     out = []
     pcols = [c for c in df.columns if c.startswith("passages_m")]
@@ -61,8 +61,8 @@ def book_scores(df: pd.DataFrame, variant: str = "recall") -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def table3(books: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0, targets: Sequence[str] | None = None,
-           variant: str = "recall", stem: bool = True) -> pd.DataFrame:
+def table3(books: pd.DataFrame, *, n_resamples: int, seed: int, targets: Sequence[str] | None, variant: str,
+           stem: bool) -> pd.DataFrame:
     """Rows (category, method), columns = targets + Avg.: bootstrap mean ± sd over the books (Table 3)."""
     targets = list(targets or sorted(books["target"].unique()))
     metric = (f"book token-weighted ROUGE-L {variant} ({'stemmed ' if stem else ''}word tokens), "
@@ -85,7 +85,7 @@ def table3(books: pd.DataFrame, *, n_resamples: int = 1000, seed: int = 0, targe
     return pd.DataFrame(rows)
 
 
-def passages_per_book(books: pd.DataFrame, tolerance: int = 5) -> pd.DataFrame:
+def passages_per_book(books: pd.DataFrame, tolerance: int) -> pd.DataFrame:
     """Fig. 13: passages (40 tokens, ≤ m mismatches) per book, target and method."""
     col = f"passages_m{tolerance}"
     return books.pivot_table(index=["category", "book", "target"], columns="method", values=col,
@@ -101,7 +101,7 @@ def tolerance_sweep(books: pd.DataFrame) -> pd.DataFrame:
     return long
 
 
-def feedback_gains(records: Iterable[dict], *, variant: str = "recall", stop_score: float = 0.95) -> pd.DataFrame:
+def feedback_gains(records: Iterable[dict], *, variant: str, stop_score: float) -> pd.DataFrame:
     """Fig. 6: for events whose first valid attempt scored < stop_score, the best score after k rounds.
 
     Returns one row per (target, event, round k = 0..max) with ``best`` (best score after k rounds, carried
@@ -133,7 +133,7 @@ def gains_summary(gains: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
-def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, variant: str = "recall") -> pd.DataFrame:
+def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, variant: str) -> pd.DataFrame:
     """Fig. 8 / App. U.2 analog (oracle, from unfiltered runs): refine only events whose signal ≥ threshold.
 
     Signals: hybrid memorization score, ROUGE-L recall and cosine of the first valid attempt. For each
@@ -159,7 +159,7 @@ def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, var
     return pd.DataFrame(rows)
 
 
-def contamination(records: Iterable[dict], *, overlap_threshold: float = 0.3) -> pd.DataFrame:
+def contamination(records: Iterable[dict], *, overlap_threshold: float) -> pd.DataFrame:
     """App. S analog: are the hints (metadata, feedback) too detailed? Per target and category.
 
     ``metadata_overlap`` = share of the reference's distinct content words present in the metadata;
@@ -188,8 +188,8 @@ def contamination(records: Iterable[dict], *, overlap_threshold: float = 0.3) ->
     return g.drop(columns="feedback_flagged_n")
 
 
-def cost_table(df: pd.DataFrame, *, agent_price_in: float = 0.0, agent_price_out: float = 0.0,
-               agent_output_tokens_per_call: int = 150) -> pd.DataFrame:
+def cost_table(df: pd.DataFrame, *, agent_price_in: float, agent_price_out: float,
+               agent_output_tokens_per_call: int) -> pd.DataFrame:
     """App. V analog: prompts, tokens and dollars by target and method (totals over all events).
 
     Target tokens are measured; agent input tokens are estimated as characters / 4 and agent output tokens
@@ -211,7 +211,7 @@ def cost_table(df: pd.DataFrame, *, agent_price_in: float = 0.0, agent_price_out
     return g.drop(columns=["agent_chars", "price_in", "price_out"])
 
 
-def membership_table(books: pd.DataFrame, *, tolerance: int = 5) -> pd.DataFrame:
+def membership_table(books: pd.DataFrame, *, tolerance: int) -> pd.DataFrame:
     """Tiny models with exact membership: RECAP passages and ROUGE-L on member vs non-member books."""
     col = f"passages_m{tolerance}"
     sub = books[books["split"].isin(["member", "nonmember"])]

@@ -13,7 +13,7 @@ Prompt styles (per target):
 
 Every prompt ends with the event's opening line, so the gold reference is the event text after it.
 When the rendered prompt plus the generation budget exceeds the model's context (``max_context_tokens``,
-default: the HF config's ``max_position_embeddings``), the prompt is cut from the *left* and sent as token
+null: the HF config's ``max_position_embeddings``), the prompt is cut from the *left* and sent as token
 ids, which keeps the opening line.
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from memlab.backends.base import Backend, Generation, GenerationRequest, Message
 from memlab.data.echotrace import Book, Event
@@ -46,15 +46,17 @@ def event_fields(book: Book, event: Event) -> dict:
     }
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExtractionAgent:
+    """One target's requests; settings from ``method.targets.<name>`` (conf/method/recap.yaml)."""
+
     backend: Backend
-    style: str = "chat"
-    prompts: Prompts = field(default_factory=Prompts)
-    max_new_tokens: int = 256  # cap
-    tokens_per_word: float = 1.6  # budget = ceil(words(reference) · tokens_per_word) + 8, capped
-    max_context_tokens: int | None = None
-    seed: int = 0
+    style: str
+    prompts: Prompts
+    max_new_tokens: int  # cap
+    tokens_per_word: float  # budget = ceil(words(reference) · tokens_per_word) + 8, capped
+    max_context_tokens: int | None  # None: the model's own (HF config max_position_embeddings)
+    seed: int
     truncated: int = 0  # prompts cut from the left to fit the context
 
     def __post_init__(self) -> None:
@@ -111,7 +113,7 @@ class ExtractionAgent:
             return req
         if room < 16:
             raise ConfigError(f"model context {limit} is too small for {req.max_new_tokens} new tokens; "
-                              "lower params.recap.max_new_tokens")
+                              "lower the target's max_new_tokens (method.targets.<name>)")
         self.truncated += 1
         return GenerationRequest(prompt_token_ids=tuple(ids[-room:]), max_new_tokens=req.max_new_tokens,
                                  temperature=req.temperature, seed=req.seed)

@@ -25,10 +25,12 @@ import hashlib
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from memlab.schema import check
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +73,22 @@ def wordpiece_vocab(words: list[str], vocab_size: int) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class ParrotConfig:
-    vocab_size: int = 2000
-    hidden: int = 64
-    layers: int = 2
-    heads: int = 2
-    chunk_tokens: int = 64
-    stride: int = 32
-    mask_prob: float = 0.25
-    lr: float = 2e-3
-    batch_size: int = 16
-    max_epochs: int = 40
-    early_stop_loss: float = 0.1
-    early_stop_patience: int = 5
-    seed: int = 0
+    """``method.memscore.parrot`` (conf/method/recap.yaml); every value lives in the YAML. All fields enter the
+    on-disk cache key of a trained Parrot."""
+
+    vocab_size: int = field(metadata=check(ge=16))
+    hidden: int = field(metadata=check(ge=1))
+    layers: int = field(metadata=check(ge=1))
+    heads: int = field(metadata=check(ge=1))
+    chunk_tokens: int = field(metadata=check(ge=2))
+    stride: int = field(metadata=check(ge=1))
+    mask_prob: float = field(metadata=check(gt=0, lt=1))
+    lr: float = field(metadata=check(gt=0))
+    batch_size: int = field(metadata=check(ge=1))
+    max_epochs: int = field(metadata=check(ge=1))
+    early_stop_loss: float = field(metadata=check(ge=0))
+    early_stop_patience: int = field(metadata=check(ge=1))
+    seed: int
 
 
 class Parrot:

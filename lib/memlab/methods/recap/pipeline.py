@@ -13,7 +13,7 @@ Per event (all target calls greedy, temperature 0):
    score (``memscore.py``) is below ``filter_threshold`` are not refined.
 
 Score = ROUGE-L of (reference = event text after its opening line, candidate = output), ``score_variant``
-(default "recall", stemmed word tokens: the authors' choice); both recall and F1 are stored.
+(the YAML's "recall", stemmed word tokens: the authors' choice); both recall and F1 are stored.
 
 The four methods share calls (the ladder of the paper): DSP's output is DSP + JB's starting point, which
 is RECAP's. So one run yields all four results, and each method's cost is counted cumulatively.
@@ -48,34 +48,28 @@ from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, VerbatimVeri
 from memlab.methods.recap.extraction import ExtractionAgent, event_fields
 from memlab.methods.recap.memscore import hybrid_score
 from memlab.methods.recap.text import content_overlap, leaked_ngrams
+from memlab.schema import check
 
 log = logging.getLogger(__name__)
 
 METHODS = ("prefix", "dsp", "dsp_jb", "recap")
 
 
-@dataclass
+@dataclass(frozen=True)
 class RecapSettings:
-    max_rounds: int = 5
-    stop_score: float = 0.95
-    min_gain: float = 0.02
-    stop_on_no_gain: bool = True
-    score_variant: str = "recall"
-    stem: bool = True
-    passage_tokens: int = 40
-    tolerances: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
-    batch_events: int = 8
-    filter_threshold: float | None = None
-    redact_categories: tuple[str, ...] = ("copyrighted",)
+    """``method.recap`` (conf/method/recap.yaml): the loop's settings; every value lives in the YAML."""
 
-    @classmethod
-    def from_dict(cls, d: dict | None) -> "RecapSettings":
-        d = dict(d or {})
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        for k in ("tolerances", "redact_categories"):
-            if k in known and known[k] is not None:
-                known[k] = tuple(known[k])
-        return cls(**known)
+    max_rounds: int = field(metadata=check(ge=0))          # feedback rounds (paper: 5)
+    stop_score: float = field(metadata=check(ge=0, le=1))  # no feedback once the score exceeds this
+    min_gain: float = field(metadata=check(ge=0, le=1))    # an attempt is accepted only above best + min_gain
+    stop_on_no_gain: bool
+    score_variant: str = field(metadata=check(choices=("recall", "f1")))
+    stem: bool
+    passage_tokens: int = field(metadata=check(ge=1))
+    tolerances: tuple[int, ...] = field(metadata=check(ge=0, nonempty=True))
+    batch_events: int = field(metadata=check(ge=1))
+    filter_threshold: float | None = field(metadata=check(ge=0, le=1))   # null = refine every event
+    redact_categories: tuple[str, ...]
 
 
 def sha256(text: str) -> str:
@@ -123,9 +117,9 @@ class Target:
 
     name: str
     extractor: ExtractionAgent
-    price_in: float = 0.0
-    price_out: float = 0.0
-    membership: dict | None = None  # book id -> "member" | "nonmember", for models trained here
+    price_in: float
+    price_out: float
+    membership: dict | None  # book id -> "member" | "nonmember", for models trained here; else None
 
 
 @dataclass

@@ -9,26 +9,22 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from memlab.config import repo_root
 from memlab.errors import ConfigError
-
-# lib/memlab/methods/recap/prompts.py -> repository root
-DEFAULT_DIR = repo_root() / "prompts" / "recap"
 
 
 @functools.lru_cache(maxsize=None)
 def _read(path: str) -> str:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"prompt template {p} is missing; restore it or set params.prompts_dir")
+        raise ConfigError(f"prompt template {p} is missing; restore it or set method.prompts_dir")
     return p.read_text(encoding="utf-8")
 
 
 class Prompts:
-    """Loads and fills the templates of one prompts folder."""
+    """Loads and fills the templates of one prompts folder (``method.prompts_dir``)."""
 
-    def __init__(self, prompts_dir: str | Path | None = None) -> None:
-        self.dir = Path(prompts_dir) if prompts_dir else DEFAULT_DIR
+    def __init__(self, prompts_dir: str | Path) -> None:
+        self.dir = Path(prompts_dir)
 
     def raw(self, name: str) -> str:
         return _read(str(self.dir / f"{name}.txt"))

@@ -1,0 +1,235 @@
+"""The RECAP studies (seed 000), one function per experiment; the notebooks ``notebooks/recap_*.ipynb`` only show
+what these return.
+
+Each function takes the method's settings (:class:`~memlab.methods.recap.config.RecapConfig`, from
+conf/method/recap.yaml), the experiment's own ``params`` (the dataclasses below, from conf/experiment/recap_*.yaml),
+a :class:`memlab.models.catalog.Catalog` (the models it may open) and the run folder ``out_dir`` (where the
+resumable event store ``events.jsonl`` lives), and returns a :class:`memlab.results.StudyResult`.
+
+Both studies run the same benchmark (:func:`run_recap`): EchoTrace-mini, segmented by the section summary agent,
+then the ladder prefix-probing → DSP → DSP + jailbreak → RECAP on every target. Target calls go through the
+run's response cache, so the second study re-reads the first one's calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memlab.data.echotrace import Book, coverage_report, echotrace_mini
+from memlab.errors import MissingSourceError
+from memlab.methods.recap import evaluate as E
+from memlab.methods.recap import plots
+from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, VerbatimVerifier
+from memlab.methods.recap.config import RecapConfig
+from memlab.methods.recap.extraction import ExtractionAgent
+from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, make_memscore_fn, run_books
+from memlab.methods.recap.prompts import Prompts
+from memlab.methods.recap.summary import SectionSummaryAgent
+from memlab.results import StudyResult
+from memlab.schema import check
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Table3Params:
+    """recap_table3 has no settings of its own: everything is the method's."""
+
+
+@dataclass(frozen=True)
+class FeedbackParams:
+    contamination_overlap: float = field(metadata=check(ge=0, le=1))   # a hint revealing more is "too detailed"
+
+
+# -- the benchmark run shared by both studies ------------------------------------------------------------------
+def build_agents(method: RecapConfig, llm=None) -> tuple[SectionSummaryAgent, Agents]:
+    """The section summary agent and the verifier / jailbreaker / feedback agents of ``method`` (``llm``: the
+    agents' chat backend, None = deterministic agents)."""
+    ag, sm, tokens = method.agents, method.summary, method.agents.max_new_tokens
+    prompts = Prompts(method.prompts_dir)
+    summary = SectionSummaryAgent(llm=llm if sm.use_llm else None, prompts=prompts, max_new_tokens=tokens.summary,
+                                  target_words=sm.target_words, min_words=sm.min_words, ngram_guard=ag.ngram_guard,
+                                  n_characters=sm.n_characters, n_keywords=sm.n_keywords)
+    agents = Agents(
+        verifier=VerbatimVerifier(llm=llm, prompts=prompts, max_new_tokens=tokens.verifier,
+                                  min_words=ag.verifier_min_words, max_echo=ag.verifier_max_echo),
+        jailbreaker=Jailbreaker(llm=llm, prompts=prompts, max_new_tokens=tokens.jailbreak, mode=ag.jailbreak),
+        feedback=FeedbackAgent(llm=llm, prompts=prompts, max_new_tokens=tokens.feedback, ngram_guard=ag.ngram_guard,
+                               max_retries=ag.max_retries))
+    return summary, agents
+
+
+def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_per_book: int | None) -> list[Book]:
+    """Run the section summary agent on every chapter; keep the first ``max_events_per_book`` events (None: all)."""
+    for b in books:
+        left = max_events_per_book
+        segmented = 0
+        for ch in b.chapters:
+            if left is not None and left <= 0:
+                ch.events = []
+                continue
+            ch.events = summary.segment(ch, b.title)
+            segmented += sum(len(e.text.split()) for e in ch.events)
+            if left is not None:
+                ch.events = ch.events[:left]
+                left -= len(ch.events)
+        # coverage of the segmentation itself (chapters segmented before the event cap), for the report
+        b.meta["segmented_words"] = segmented
+        if not b.events:
+            log.warning("book %s yields no events (empty, or shorter than one event)", b.id)
+    return books
+
+
+def kjv_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], list[str], list[str]]:
+    """From a tiny family's membership record: {book id: split} and the first ``n_books`` member/non-member
+    KJV book names (a book counts when every one of its documents is on one side)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingSourceError(f"membership record {path} not found; build the tiny-model zoo first (make zoo)")
+    rec = json.loads(path.read_text())
+
+    def books_of(ids: list[str]) -> list[str]:
+        out: list[str] = []
+        for i in ids:
+            parts = i.split("/")
+            if len(parts) >= 3 and parts[0] == "kjv" and parts[2] not in out:
+                out.append(parts[2])
+        return out
+
+    members, nonmembers = books_of(rec.get("members", [])), books_of(rec.get("nonmembers", []))
+    members = [b for b in members if b not in nonmembers]
+    split = {f"kjv/{b}": "member" for b in members} | {f"kjv/{b}": "nonmember" for b in nonmembers}
+    return split, members[:n_books], nonmembers[:n_books]
+
+
+def _open(catalog, model, stack: ExitStack):
+    """A backend for a conf/model name or an inline model node, closed when ``stack`` closes."""
+    return stack.enter_context(catalog.named(model) if isinstance(model, str) else catalog.using(model))
+
+
+def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bool = True) -> dict:
+    """Books, notes, coverage, event records of every target (resumed from ``out_dir/events.jsonl``)."""
+    with ExitStack() as agent_stack:
+        llm = _open(catalog, method.agents.llm, agent_stack) if method.agents.llm else None
+        summary, agents = build_agents(method, llm)
+        books, notes = echotrace_mini(method.echotrace.spec())
+        rs = method.recap
+        memscore_fn = (make_memscore_fn(method.memscore.parrot, method.memscore.cache_dir, stem=rs.stem)
+                       if method.memscore.enabled else None)
+        store = ResultStore(Path(out_dir) / "events.jsonl")
+        all_books: dict[str, Book] = {b.id: b for b in books}
+        segment_books(books, summary, method.max_events_per_book)
+        for name, t in method.targets.items():
+            membership, extra = None, []
+            if t.membership is not None:
+                try:
+                    membership, mem, non = kjv_membership(t.membership.file, t.membership.books)
+                    extra, _ = echotrace_mini({"public_domain": {
+                        "kjv_books": mem + non, "max_chapters": method.echotrace.public_domain.max_chapters}})
+                    extra = segment_books([b for b in extra if b.id not in all_books], summary,
+                                          t.membership.events_per_book)
+                    all_books.update({b.id: b for b in extra})
+                except MissingSourceError as err:
+                    notes.append(f"target {name}: membership books skipped ({err})")
+            with ExitStack() as stack:
+                ex = ExtractionAgent(backend=_open(catalog, t.model, stack), style=t.prompt_style,
+                                     prompts=summary.prompts, max_new_tokens=t.max_new_tokens,
+                                     tokens_per_word=t.tokens_per_word, max_context_tokens=t.max_context_tokens,
+                                     seed=method.seed)
+                runner = RecapRunner(Target(name, ex, t.price_in, t.price_out, membership), agents, rs, store,
+                                     memscore_fn=memscore_fn)
+                shared = [b for b in books if t.categories is None or b.category in t.categories]
+                run_books(runner, shared + extra, progress=progress)
+            if ex.truncated:
+                notes.append(f"target {name}: {ex.truncated} prompts cut from the left to fit the context")
+    records = store.rows(status=None)
+    errors = [r for r in records if r.get("status") != "ok"]
+    if errors:
+        notes.append(f"{len(errors)} event(s) failed and were recorded as errors; rerun to retry them")
+    for note in notes:
+        log.warning("RECAP: %s", note)
+    return {"books": list(all_books.values()), "notes": notes, "coverage": coverage_report(all_books.values()),
+            "records": [r for r in records if r.get("status") == "ok"], "errors": errors, "store": store.path,
+            "agent_stats": {"verifier_llm_failures": agents.verifier.errors,
+                            "feedback_llm_failures": agents.feedback.errors,
+                            "feedback_leak_rejections": agents.feedback.leak_rejections,
+                            "summary_llm_failures": summary.errors, "summary_leak_edits": summary.leaks_removed}}
+
+
+def _benchmark(method: RecapConfig, catalog, out_dir, res: StudyResult, progress: bool):
+    """Run the benchmark; the coverage table; the event and book frames."""
+    import pandas as pd
+
+    run = run_recap(method, catalog, out_dir, progress=progress)
+    res.table("coverage", pd.DataFrame(run["coverage"]))
+    df = E.events_frame(run["records"])
+    return run, df, E.book_scores(df, method.recap.score_variant)
+
+
+# -- the studies ------------------------------------------------------------------------------------------------
+def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Path, *,
+           progress: bool = True) -> StudyResult:
+    """Table 3 analog (methods × targets × category, book-level bootstrap mean ± sd), passages per book (Fig. 13),
+    mismatch tolerance 0..5 (Fig. 18), member vs non-member books (exact membership), cost by method (App. V)."""
+    res = StudyResult()
+    run, df, books = _benchmark(method, catalog, out_dir, res, progress)
+    rs, tol = method.recap, method.passage_tolerance
+    res.table("book_scores", books, show=False)
+    res.table("table3", E.table3(books, n_resamples=method.bootstrap.n_resamples, seed=method.seed,
+                                 targets=list(method.targets), variant=rs.score_variant, stem=rs.stem))
+    ppb = res.table("passages_per_book", E.passages_per_book(books, tolerance=tol))
+    res.figure("passages_per_book", plots.passages_per_book(ppb, tol))
+    sweep = res.table("tolerance_sweep", E.tolerance_sweep(books), show=False)
+    res.figure("tolerance_sweep", plots.tolerance_sweep(sweep))
+    mem = res.table("membership", E.membership_table(books, tolerance=tol))
+    ag = method.agents
+    res.table("cost", E.cost_table(df, agent_price_in=ag.price_in, agent_price_out=ag.price_out,
+                                   agent_output_tokens_per_call=ag.output_tokens_per_call))
+
+    def cell(cat, m, target):
+        x = books[(books.category == cat) & (books.method == m) & (books.target == target)]["rouge_l"]
+        return float(x.mean()) if len(x) else None
+
+    targets, cats = books.target.unique(), books.category.unique()
+    numbers = {f"rouge_l/{t}/{c}/{m}": cell(c, m, t) for t in targets for c in cats for m in E.METHODS}
+    numbers.update({f"passages_m{tol}/{t}/{m}": int(books[(books.target == t) & (books.method == m)][f"passages_m{tol}"]
+                                                    .sum()) for t in targets for m in E.METHODS})
+    for r in mem.itertuples():
+        numbers[f"membership/{r.target}/{r.method}/{r.split}/passages"] = int(r.passages)
+        numbers[f"membership/{r.target}/{r.method}/{r.split}/rouge_l"] = float(r.rouge_l_mean)
+    res.metric(events=len(run["records"]), event_errors=len(run["errors"]), **numbers, **run["agent_stats"])
+    return res
+
+
+def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str | Path, *,
+             progress: bool = True) -> StudyResult:
+    """Gains by feedback round (Fig. 6), the memorization-score filter: queries saved vs ROUGE-L lost (Fig. 8 /
+    App. U.2), passages by category incl. non-training books and the hint audit (Fig. 8 / App. S)."""
+    res = StudyResult()
+    run, _, books = _benchmark(method, catalog, out_dir, res, progress)
+    rs, tol, recs = method.recap, method.passage_tolerance, run["records"]
+    gsum = res.table("feedback_gains", E.gains_summary(E.feedback_gains(recs, variant=rs.score_variant,
+                                                                         stop_score=rs.stop_score)))
+    if len(gsum):
+        res.figure("feedback_gains", plots.feedback_gains(gsum))
+    tr = res.table("filter_tradeoff", E.filter_tradeoff(recs, list(method.memscore.thresholds),
+                                                        variant=rs.score_variant))
+    if len(tr):
+        res.figure("filter_tradeoff", plots.filter_tradeoff(tr))
+    by_cat = (books[books.method == "recap"].groupby(["target", "category"])
+              .agg(books=("book", "nunique"), passages=(f"passages_m{tol}", "sum"), rouge_l=("rouge_l", "mean"))
+              .reset_index())
+    res.table("passages_by_category", by_cat)
+    audit = res.table("hint_audit", E.contamination(recs, overlap_threshold=params.contamination_overlap))
+    nt = by_cat[by_cat.category == "non_training"]
+    res.metric(non_training_recap_passages=int(nt.passages.sum()) if len(nt) else None,
+               metadata_flagged=float(audit.metadata_flagged.mean()) if len(audit) else None,
+               feedback_flagged=float(audit.feedback_flagged.mean()) if len(audit) else None,
+               **{f"filter/{r.signal}/{r.threshold}/queries_saved": r.queries_saved for r in tr.itertuples()},
+               **{f"filter/{r.signal}/{r.threshold}/rouge_l_lost": r.rouge_l_lost for r in tr.itertuples()},
+               **{f"gains/{r.target}/round{r.round}": r.mean_gain for r in gsum.itertuples()})
+    return res
