@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _model_and_docs(n_docs: int):
     from memlab.errors import MemlabError
-    from memlab.methods.pearl.studies import sample_docs
+    from memlab.data.sampling import sample_docs
     from memlab.models.zoo import load_family
 
     try:
@@ -60,16 +60,16 @@ def _identical(a, b) -> float:
 def run(quick: bool = False) -> dict:
     import torch
 
-    from memlab.methods.pearl.engine import PearlConfig
+    from memlab.schema import method_config
 
     torch.set_num_threads(1)
     n_docs = 4 if quick else 8
     model_cfg, docs, model_name = _model_and_docs(n_docs)
-    base = {"task": {"max_input_words": 60, "max_new_tokens": 16, "prompts_dir": str(REPO / "prompts" / "pearl")}}
+    base = ["method.task.max_input_words=60", "method.task.max_new_tokens=16"]
     out: dict = {"model": model_name, "n_docs": len(docs), "levels": 6}
-    for mode, extra in (("greedy", {"samples": 1, "temperature": 0.0}),
-                        ("sampled", {"samples": 2 if quick else 4, "temperature": 0.7})):
-        cfg = PearlConfig.from_dict({**base, **extra})
+    for mode, extra in (("greedy", ["method.samples=1", "method.temperature=0.0"]),
+                        ("sampled", [f"method.samples={2 if quick else 4}", "method.temperature=0.7"])):
+        cfg = method_config("pearl", [*base, *extra])
         t_batched, r_batched = _run(model_cfg, 32, docs, cfg)
         t_single, r_single = _run(model_cfg, 1, docs, cfg)
         n_samples = len(docs) * 6 * cfg.samples

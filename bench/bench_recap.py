@@ -23,17 +23,19 @@ def run(quick: bool = False) -> dict:
     from memlab.backends.cache import CachedBackend
     from memlab.backends.factory import build_backend
     from memlab.data.echotrace import book_from_documents
-    from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, SectionSummaryAgent, VerbatimVerifier
-    from memlab.methods.recap.experiment import segment_books
     from memlab.methods.recap.extraction import ExtractionAgent
-    from memlab.methods.recap.pipeline import Agents, RecapRunner, RecapSettings, ResultStore, Target, run_books
+    from memlab.methods.recap.pipeline import RecapRunner, ResultStore, Target, run_books
+    from memlab.methods.recap.study import build_agents, segment_books
+    from memlab.schema import method_config
+
+    method = method_config("recap", ["method.summary.target_words=60"])  # everything else: conf/method/recap.yaml
 
     fam = build_micro_family()
     docs = fam.members[:2] + fam.nonmembers[:2]
     t0 = time.perf_counter()
     books = [book_from_documents([d], book_id=d.id, title=d.meta.get("book", "KJV"), category="public_domain")
              for d in docs]
-    segment_books(books, SectionSummaryAgent(target_words=60), 2 if quick else 6)
+    segment_books(books, build_agents(method)[0], 2 if quick else 6)
     t_segment = time.perf_counter() - t0
     n_events = sum(len(b.events) for b in books)
     hf = build_backend(fam.model_cfg, None)
@@ -42,9 +44,10 @@ def run(quick: bool = False) -> dict:
         cached = CachedBackend(hf, Path(tmp) / "c.sqlite")
 
         def once(store_name: str) -> float:
-            ex = ExtractionAgent(cached, style="plain", max_new_tokens=32, max_context_tokens=96)
-            runner = RecapRunner(Target("micro", ex), Agents(VerbatimVerifier(), Jailbreaker(), FeedbackAgent()),
-                                 RecapSettings(max_rounds=2), ResultStore(Path(tmp) / store_name))
+            ex = ExtractionAgent(backend=cached, style="plain", prompts=build_agents(method)[0].prompts,
+                                 max_new_tokens=32, tokens_per_word=1.6, max_context_tokens=96, seed=method.seed)
+            runner = RecapRunner(Target("micro", ex, 0.0, 0.0, None), build_agents(method)[1], method.recap,
+                                 ResultStore(Path(tmp) / store_name))
             t = time.perf_counter()
             run_books(runner, books, progress=False)
             return time.perf_counter() - t

@@ -113,7 +113,7 @@ ONE_CHAPTER_FAMILY = {
 
 def build_test_zoo(root: Path, spec: dict) -> Path:
     """Write ``root/conf/<name>.yaml`` and train every size into ``root/models`` (for runs with
-    ``params.zoo_dir=root/conf paths.models=root/models``); returns ``root``."""
+    ``paths.zoo=root/conf paths.models=root/models``); returns ``root``."""
     import yaml
 
     from memlab.models.zoo import load_family

@@ -99,3 +99,4 @@ def normalize_overrides(overrides: Sequence[str]) -> list[str]:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return text[0] if text else type(err).__name__
+

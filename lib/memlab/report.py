@@ -38,17 +38,21 @@ class Report:
         (self.out_dir / "figures").mkdir(parents=True, exist_ok=True)
         self._metrics_path = self.out_dir / "metrics.json"
         self._metrics: dict[str, Any] = {}
-        self._backends: list = []
+        self._catalog = None
         self._seed_everything()
 
     # -- config -------------------------------------------------------------------------------------------
     def typed(self, key: str):
         """The config node at dotted ``key`` (e.g. ``"method"``, ``"params"``) as the dataclass its ``_schema_``
         names — every value checked, no defaults in code (see :mod:`memlab.schema`)."""
+        return self.typed_node(self.cfg, key)
+
+    @staticmethod
+    def typed_node(cfg, key: str):
         from memlab.config import to_plain
         from memlab.schema import SCHEMA_KEY, schema_class, typed
 
-        node = OmegaConf.select(self.cfg, key)
+        node = OmegaConf.select(cfg, key)
         if node is None or SCHEMA_KEY not in node:
             raise ConfigError(f"config key {key}: missing or has no {SCHEMA_KEY}")
         return typed(schema_class(node[SCHEMA_KEY], key), to_plain(node), key)
@@ -79,24 +83,25 @@ class Report:
         except ImportError:  # torch is a dependency, but a metrics-only report needn't fail without it
             pass
 
+    @property
+    def method(self):
+        """``cfg.method`` (conf/method/<m>.yaml plus the experiment's overrides) as its typed dataclass."""
+        return self.typed("method")
+
     # -- models -------------------------------------------------------------------------------------------
+    @property
+    def models(self):
+        """The :class:`memlab.models.catalog.Catalog` of this run: named models and zoo checkpoints, opened
+        through the response cache (``cache=null``: none). Their token usage and cost go into usage.json."""
+        if self._catalog is None:
+            from memlab.models.catalog import Catalog
+
+            self._catalog = Catalog(self.cfg.get("model"), self.cfg.get("cache"), self.cfg.paths)
+        return self._catalog
+
     def backend(self, model_cfg: Mapping | DictConfig | None = None):
-        """A backend for ``cfg.model`` (or another model node), wrapped in the response cache unless
-        ``cache=null``. Token usage and cost of every backend built here are summed into metrics.json."""
-        from memlab.backends.factory import build_backend
-
-        b = build_backend(model_cfg if model_cfg is not None else self.cfg.model, self.cfg.get("cache"))
-        self._backends.append(b)
-        return b
-
-    def model_cfg(self, name: str) -> DictConfig:
-        """The config node of ``conf/model/<name>.yaml``, resolved against this run's paths."""
-        path = Path(self.cfg.paths.root) / "conf" / "model" / f"{name}.yaml"
-        if not path.exists():
-            known = sorted(p.stem for p in path.parent.glob("*.yaml"))
-            raise ConfigError(f"unknown model '{name}'; known: {', '.join(known)}")
-        node = OmegaConf.merge(OmegaConf.create({"paths": self.cfg.paths}), {"model": OmegaConf.load(path)})
-        return OmegaConf.create(OmegaConf.to_container(node, resolve=True)["model"])
+        """A backend for ``cfg.model`` (or another model node), wrapped in the run's cache."""
+        return self.models.open(model_cfg)
 
     def record_usage(self) -> dict:
         """Write this run's model usage (requests, tokens, dollars of real backend calls — cache hits cost
@@ -108,7 +113,7 @@ class Report:
 
     def usage(self) -> dict:
         total = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
-        for b in self._backends:
+        for b in (self._catalog.opened if self._catalog else []):
             u = b.usage
             total["requests"] += u.requests
             total["prompt_tokens"] += u.prompt_tokens
@@ -146,6 +151,20 @@ class Report:
         return dict(self._metrics)
 
 
+    def save(self, result) -> None:
+        """Write every table, figure and metric of a :class:`memlab.results.StudyResult`; display the ones the
+        study marked to show, in its order."""
+        for name, df in result.tables.items():
+            self.table(name, df, show=False)
+        for name, fig in result.figures.items():
+            self.figure(name, fig, show=False)
+        for name in result.shown:
+            _display(result.tables[name] if name in result.tables else _png(self.out_dir / "figures" / f"{_safe(name)}.png"))
+        if result.metrics:
+            self.metrics(**result.metrics)
+        self.record_usage()
+
+
 def positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
     """``value`` as an int >= 1 (>= 0 with allow_zero), else a one-line ConfigError naming the key."""
     try:
@@ -180,6 +199,15 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     return v
+
+
+def _png(path: Path):
+    try:
+        from IPython.display import Image
+
+        return Image(filename=str(path))
+    except ImportError:
+        return str(path)
 
 
 def _display(obj) -> None:

@@ -137,6 +137,18 @@ def schema_class(dotted: str, where: str = "") -> type:
     return cls
 
 
+def method_config(method: str, overrides: Sequence[str] = ()):
+    """``conf/method/<method>.yaml`` (with Hydra-style ``overrides`` such as ``"method.samples=5"``) as its typed
+    dataclass — what a run gets, for tests and interactive use."""
+    from memlab.config import CONF_DIR, compose, to_plain
+
+    known = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
+    if method not in known:
+        raise ConfigError(f"unknown method {method!r}; known (conf/method/): {', '.join(known)}")
+    node = to_plain(compose(overrides=[f"method={method}", *overrides]).method)
+    return typed(schema_class(node[SCHEMA_KEY], "method"), node, "method")
+
+
 # -- internals -----------------------------------------------------------------------------------------------
 
 def _build(cls: type, node: Any, where: str) -> Any:

@@ -49,7 +49,7 @@ def test_runner_console_shows_cells_and_model_progress(zoo_builder, one_chapter_
 
     zoo = zoo_builder(tmp_path / "zoo", one_chapter_family)
     r = subprocess.run([sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
-                        f"params.zoo_dir={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={tmp_path}",
+                        f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={tmp_path}",
                         "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8", "logger=null", "cache=null"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -27,7 +27,7 @@ def micro_zoo(tmp_path_factory, zoo_builder):
 
 def _run(micro_zoo, results, *extra):
     args = [sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
-            f"params.zoo_dir={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
+            f"paths.zoo={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
             f"paths.results={results}", f"paths.cache={micro_zoo / 'cache'}",
             "params.n_probes=6", "params.prefix_len=8", "params.cont_len=8", "params.epoch_every=1", *extra]
     if "logger=null" not in extra:
@@ -113,7 +113,7 @@ def test_no_network_is_one_line(micro_zoo, tmp_path):
     if shutil.which("unshare") is None:
         pytest.fail("unshare (util-linux) is needed to take the network away")
     cmd = ["unshare", "-n", sys.executable, "-m", "memlab.run", "experiment=memorization_curve",
-           "params.family=micro", f"params.zoo_dir={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
+           "params.family=micro", f"paths.zoo={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
            f"paths.results={tmp_path}", f"paths.cache={micro_zoo / 'cache'}", "logger=null"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr[-2000:]

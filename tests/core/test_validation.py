@@ -11,7 +11,7 @@ import pytest
 
 from memlab.config import compose, experiment_names, to_plain
 from memlab.errors import ConfigError
-from memlab.schema import check_like_defaults
+from memlab.schema import check_like_defaults, validate_tree
 
 
 @pytest.mark.parametrize("experiment", experiment_names())
@@ -23,15 +23,15 @@ def test_shipped_configs_pass_in_both_profiles(experiment):
 
 @pytest.mark.parametrize("override,message", [
     ("params.target_fpr=1.5", "config key params.target_fpr=1.5: must be ≤ 1"),
-    ("params.pearl.alpha=5", "config key params.pearl.alpha=5: must be ≤ 1"),
-    ("params.pearl.tau_b=-1", "config key params.pearl.tau_b=-1: must be ≥ 0"),
-    ("params.n_members=abc", "config key params.n_members='abc': must be an integer (the default is 10)"),
-    ("params.epochs=[0,x]", "config key params.epochs[1]='x': must be an integer (the default is 0)"),
+    ("method.alpha=5", "config key method.alpha=5.0: must be ≤ 1"),
+    ("method.tau_b=-1", "config key method.tau_b=-1.0: must be ≥ 0"),
+    ("method.study.n_members=abc", "config key method.study.n_members='abc': must be an integer"),
+    ("method.study.epochs=[0,x]", "config key method.study.epochs[1]='x': must be an integer"),
 ])
 def test_bad_values_are_refused_naming_key_value_and_range(override, message):
-    default = to_plain(compose("pearl_mia"))["params"]
+    cfg = to_plain(compose("pearl_mia", [override]))
     with pytest.raises(ConfigError) as e:
-        check_like_defaults(default, to_plain(compose("pearl_mia", [override]))["params"], "params")
+        validate_tree(cfg)
     assert str(e.value) == message
 
 

@@ -5,10 +5,12 @@ import pytest
 
 from memlab.backends.factory import build_backend
 from memlab.errors import MemlabError
-from memlab.methods.pearl.engine import PearlConfig, input_similarity, results_frame, run_pearl
+from memlab.schema import method_config
+from memlab.errors import ConfigError
+from memlab.methods.pearl.engine import input_similarity, results_frame, run_pearl
 
-PARAMS = {"task": {"max_input_words": 40, "max_new_tokens": 12}, "samples": 3, "temperature": 0.7,
-          "verbatim_words": 8}
+OVERRIDES = ["method.task.max_input_words=40", "method.task.max_new_tokens=12", "method.samples=3",
+             "method.temperature=0.7", "method.verbatim_words=8"]
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +20,7 @@ def backend(micro_family):
 
 @pytest.fixture(scope="module")
 def cfg(repo_root):
-    return PearlConfig.from_dict({**PARAMS, "task": {**PARAMS["task"],
-                                                     "prompts_dir": str(repo_root / "prompts" / "pearl")}})
+    return method_config("pearl", OVERRIDES)
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +71,10 @@ def test_input_similarity_decreases_with_level(micro_family, cfg):
 
 
 def test_bad_input_one_line(backend, micro_family, cfg):
-    with pytest.raises(MemlabError, match="i ≥ 1"):
-        PearlConfig.from_dict({"samples": 0})
+    with pytest.raises(ConfigError, match=r"^config key method.samples=0: must be ≥ 1$"):
+        method_config("pearl", ["method.samples=0"])
+    with pytest.raises(ConfigError, match="config key method.task.split=1.5: must be < 1"):
+        method_config("pearl", ["method.task.split=1.5"])
     with pytest.raises(MemlabError):
         run_pearl(backend, [], cfg)
     short = micro_family.members[0].__class__(id="short", text="word", source="test", licence="none")

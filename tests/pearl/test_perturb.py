@@ -3,11 +3,27 @@
 import pytest
 
 from memlab.errors import ConfigError, MemlabError, MissingSourceError
-from memlab.methods.pearl.perturb import (PerturbationConfig, Perturber, bit_flip_all, derive_seed, n_flips,
+from memlab.methods.pearl.perturb import (Perturber, bit_flip_all, derive_seed, n_flips,
                                           synonym_substitute_all)
 
 TEXT = ("Then Naomi her mother in law said unto her, My daughter, shall I not seek rest for thee, "
         "that it may be well with thee? And now is not Boaz of our kindred, with whose maidens thou wast?")
+
+import dataclasses
+
+from memlab.schema import method_config
+
+PEARL = method_config("pearl")  # conf/method/pearl.yaml: the single source of every default
+
+
+def pert(**changes):
+    return dataclasses.replace(PEARL.perturbation, **changes)
+
+
+def task(**changes):
+    return dataclasses.replace(PEARL.task, **changes)
+
+
 
 
 class FakeSynonyms:
@@ -25,7 +41,7 @@ def _diff_bytes(a: str, b: str) -> int:
 
 
 def test_bitflip_changes_exactly_m_bytes_one_bit_each():
-    cfg = PerturbationConfig(kind="bitflip", rate=0.01)
+    cfg = pert(kind="bitflip", rate=0.01)
     out = bit_flip_all(TEXT, cfg, seed=7)
     n = len(TEXT.encode())
     assert out[0].text == TEXT and out[0].n_changed == 0
@@ -39,19 +55,19 @@ def test_bitflip_changes_exactly_m_bytes_one_bit_each():
 
 
 def test_bit_unit_flips_k_percent_of_bits():
-    cfg = PerturbationConfig(kind="bitflip", unit="bit", rate=0.01)
+    cfg = pert(kind="bitflip", unit="bit", rate=0.01)
     n = len(TEXT.encode())
     out = bit_flip_all(TEXT, cfg, seed=1)
     assert [p.n_changed for p in out] == [0] + [int(k * 0.01 * 8 * n + 0.5) for k in range(1, 6)]
 
 
 def test_levels_are_nested_and_monotone():
-    for p_all in (bit_flip_all(TEXT, PerturbationConfig(), seed=3),
-                  synonym_substitute_all(TEXT, PerturbationConfig(kind="synonym"), 3, FakeSynonyms())):
+    for p_all in (bit_flip_all(TEXT, pert(), seed=3),
+                  synonym_substitute_all(TEXT, pert(kind="synonym"), 3, FakeSynonyms())):
         changed = [p.n_changed for p in p_all]
         assert changed == sorted(changed)
     # nesting for bit flips: every byte changed at level k is changed the same way at level k+1
-    out = bit_flip_all(TEXT, PerturbationConfig(), seed=3)
+    out = bit_flip_all(TEXT, pert(), seed=3)
     for lo, hi in zip(out, out[1:]):
         for o, a, b in zip(TEXT.encode(), lo.text.encode(), hi.text.encode()):
             if a != o:
@@ -59,7 +75,7 @@ def test_levels_are_nested_and_monotone():
 
 
 def test_seeded_and_seed_sensitive():
-    cfg = PerturbationConfig()
+    cfg = pert()
     a, b, c = (bit_flip_all(TEXT, cfg, s) for s in (5, 5, 6))
     assert [p.text for p in a] == [p.text for p in b]
     assert [p.text for p in a] != [p.text for p in c]
@@ -67,32 +83,32 @@ def test_seeded_and_seed_sensitive():
 
 
 def test_synonym_substitution_replaces_k_words_keeping_case():
-    cfg = PerturbationConfig(kind="synonym")
+    cfg = pert(kind="synonym")
     out = synonym_substitute_all(TEXT, cfg, 11, FakeSynonyms())
     for p in out:
         assert p.n_changed == p.level
         changed = [(a, b) for a, b in zip(TEXT.split(), p.text.split()) if a != b]
         assert len(changed) == p.level or len(TEXT.split()) != len(p.text.split())
-    cap = synonym_substitute_all("Daughter REST well", PerturbationConfig(kind="synonym"), 0, FakeSynonyms())
+    cap = synonym_substitute_all("Daughter REST well", pert(kind="synonym"), 0, FakeSynonyms())
     assert cap[-1].n_changed == 3  # capped at the number of candidate words
     assert cap[-1].text.split()[0] == "Girl" and cap[-1].text.split()[1] in ("EASE", "QUIET")
 
 
 def test_bad_input_is_one_line():
-    p = Perturber(PerturbationConfig())
+    p = Perturber(pert())
     with pytest.raises(MemlabError) as e:
         p(TEXT, 6, seed=0)
     assert "\n" not in str(e.value) and "levels" in str(e.value)
     with pytest.raises(MemlabError):
         p("   ", 1, seed=0)
     with pytest.raises(ConfigError):
-        PerturbationConfig(levels=(1, 2, 3))
+        pert(levels=(1, 2, 3))
     with pytest.raises(ConfigError):
-        PerturbationConfig(kind="shuffle")
+        pert(kind="shuffle")
 
 
 def test_wordnet_missing_is_one_line(tmp_path):
-    p = Perturber(PerturbationConfig(kind="synonym", nltk_data=str(tmp_path / "nltk"),
+    p = Perturber(pert(kind="synonym", nltk_data=str(tmp_path / "nltk"),
                                      wordnet_source=str(tmp_path / "nowhere")))
     with pytest.raises(MissingSourceError) as e:
         p(TEXT, 1, seed=0)
@@ -100,7 +116,7 @@ def test_wordnet_missing_is_one_line(tmp_path):
 
 
 def test_real_wordnet_synonyms(tmp_path_factory, repo_root):
-    p = Perturber(PerturbationConfig(kind="synonym", nltk_data=str(repo_root / ".cache" / "nltk_data")))
+    p = Perturber(pert(kind="synonym", nltk_data=str(repo_root / ".cache" / "nltk_data")))
     syn = p.synonyms.synonyms("silence")
     assert "quiet" in syn and "silence" not in syn
     assert "enemy" not in p.synonyms.synonyms("enemies")  # inflections are not synonyms

@@ -7,8 +7,10 @@ import pytest
 from memlab.backends.factory import build_backend
 from memlab.config import compose
 from memlab.errors import MemlabError
-from memlab.methods.pearl import studies as st
+from memlab.data.sampling import sample_docs
+from memlab.methods.pearl import tables as st
 from memlab.methods.pearl.engine import PearlConfig
+from memlab.report import Report
 
 PEARL_EXPERIMENTS = ["pearl_calibration", "pearl_epochs", "pearl_sizes", "pearl_mia", "pearl_wild"]
 
@@ -17,20 +19,21 @@ PEARL_EXPERIMENTS = ["pearl_calibration", "pearl_epochs", "pearl_sizes", "pearl_
 @pytest.mark.parametrize("profile", ["embedded", "full"])
 def test_experiment_params_build_a_valid_pearl_config(name, profile):
     cfg = compose(name, [f"profile={profile}"])
-    pc = PearlConfig.from_dict(cfg.params.pearl, seed=cfg.seed)
+    pc = Report.typed_node(cfg, "method")
+    assert isinstance(pc, PearlConfig) and pc.seed == cfg.seed
     assert pc.perturbation.levels == (0, 1, 2, 3, 4, 5) and pc.samples >= 1
     assert (cfg.paths.root and pc.task.prompts_dir.endswith("prompts/pearl"))
 
 
 def test_sample_docs_is_seeded_and_filters(micro_family):
     docs = micro_family.members + micro_family.nonmembers
-    a = st.sample_docs(docs, 3, seed=1, min_words=10)
-    assert [d.id for d in a] == [d.id for d in st.sample_docs(docs, 3, seed=1, min_words=10)]
+    a = sample_docs(docs, 3, seed=1, min_words=10)
+    assert [d.id for d in a] == [d.id for d in sample_docs(docs, 3, seed=1, min_words=10)]
     assert all(d.split in ("member", "nonmember") for d in a)
     with pytest.raises(MemlabError):
-        st.sample_docs(docs, 100, seed=0)
+        sample_docs(docs, 100, seed=0)
     with pytest.raises(MemlabError):
-        st.sample_docs(docs, 1, seed=0, min_words=10**6)
+        sample_docs(docs, 1, seed=0, min_words=10**6)
 
 
 def _frame():
@@ -64,7 +67,7 @@ def test_tables_from_a_known_frame():
 
 def test_mia_frame_on_micro_model(micro_family):
     be = build_backend(micro_family.model_cfg, None)
-    df = st.mia_frame(be, micro_family.members + micro_family.nonmembers, max_words=60, epoch=3)
+    df = st.mia_frame(be, micro_family.members + micro_family.nonmembers, k=0.2, max_words=60, epoch=3)
     assert len(df) == 8 and (df.epoch == 3).all()
     assert np.allclose(df.ppl, -df.perplexity)
     mem, non = df[df.split == "member"], df[df.split == "nonmember"]

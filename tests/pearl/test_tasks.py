@@ -5,7 +5,23 @@ import pytest
 from memlab.errors import ConfigError, MemlabError
 from memlab.metrics.ncd import completion_score
 from memlab.metrics.rouge import rouge_l
-from memlab.methods.pearl.tasks import TaskConfig, build_request, load_prompt, performance, split_completion
+from memlab.methods.pearl.tasks import build_request, load_prompt, performance, split_completion
+
+import dataclasses
+
+from memlab.schema import method_config
+
+PEARL = method_config("pearl")  # conf/method/pearl.yaml: the single source of every default
+
+
+def pert(**changes):
+    return dataclasses.replace(PEARL.perturbation, **changes)
+
+
+def task(**changes):
+    return dataclasses.replace(PEARL.task, **changes)
+
+
 
 
 def test_split_keeps_characters_and_ratio():
@@ -26,23 +42,23 @@ def test_short_or_empty_text_is_one_line(bad):
 
 
 def test_prompts_and_requests(repo_root):
-    t = TaskConfig(name="code_completion", style="chat", prompts_dir=str(repo_root / "prompts" / "pearl"))
+    t = task(name="code_completion", style="chat", prompts_dir=str(repo_root / "prompts" / "pearl"))
     tpl = load_prompt(t)
     r = build_request(tpl, t, "def f(): return {1: 2}", n=3, temperature=0.7, top_p=1.0, seed=5)
     assert r.messages[0].role == "user" and "{1: 2}" in r.messages[0].content and r.n == 3 and r.seed == 5
-    raw = TaskConfig(prompts_dir=str(repo_root / "prompts" / "pearl"))
+    raw = task(prompts_dir=str(repo_root / "prompts" / "pearl"))
     assert build_request(load_prompt(raw), raw, "abc", n=1, temperature=0, top_p=1, seed=0).prompt == "abc"
     with pytest.raises(ConfigError):
-        TaskConfig(name="translation")
+        task(name="translation")
 
 
 def test_performance_definitions():
     ref = "and the LORD said unto Moses"
-    t = TaskConfig()
+    t = task()
     out = " and the LORD said unto Moses, Go in unto Pharaoh"
     assert performance(t, out, ref) == pytest.approx(completion_score("and the LORD said unto Moses,", ref))
-    t2 = TaskConfig(truncate_to_reference=False)
+    t2 = task(truncate_to_reference=False)
     assert performance(t2, out, ref) == pytest.approx(completion_score(out.strip(), ref))
-    s = TaskConfig(name="text_summarization")
+    s = task(name="text_summarization")
     assert performance(s, "a short summary here", "a summary") == pytest.approx(
         rouge_l("a summary", "a short summary here").f1)

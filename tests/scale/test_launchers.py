@@ -18,7 +18,7 @@ def zoo(tmp_path_factory, zoo_builder, one_chapter_family):
 
 def sweep(zoo, results, *extra):
     cmd = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "seed=0,1",
-           "params.family=micro", f"params.zoo_dir={zoo / 'conf'}", f"paths.models={zoo / 'models'}",
+           "params.family=micro", f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}",
            f"paths.results={results}", "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8",
            "logger=null", "cache=null", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)

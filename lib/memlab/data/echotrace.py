@@ -155,7 +155,7 @@ def _long_enough(text: str, path: Path) -> str:
     words = len(text.split())
     if words < MIN_BOOK_WORDS:
         raise MemlabError(f"book file {path} has {words} words; a book needs at least {MIN_BOOK_WORDS} to be cut "
-                          "into events — fix the file or remove it from params.echotrace.files")
+                          "into events — fix the file or remove it from method.echotrace.files")
     return text
 
 
@@ -279,7 +279,7 @@ def _doc_book(d: Document, category: str, max_words: int | None) -> Book:
 def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     """Build EchoTrace-mini from installed packages; returns (books, notes about missing parts).
 
-    ``spec`` (the experiment's ``params.echotrace``)::
+    ``spec`` (the experiment's ``method.echotrace``)::
 
         public_domain: {kjv_books: [Ruth, Jonah], max_chapters: 2}
         copyrighted:   {licences: [GPL-3, Apache-2.0], max_words: 600}
@@ -342,7 +342,7 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
             notes.append(f"papers: {p} skipped ({err})")
     if not pp.get("paths"):
         notes.append("papers: no LaTeX paper sources ship offline here; pass arXiv source archives via "
-                     "params.echotrace.papers.paths")
+                     "method.echotrace.papers.paths")
     for n in notes:
         log.warning("EchoTrace-mini: %s", n)
     return books, notes

@@ -24,8 +24,7 @@ class CurveParams:
     """``params`` of ``experiment=memorization_curve`` — values live in conf/experiment/memorization_curve.yaml
     only; the runner checks them (types and ranges) before any model loads."""
 
-    family: str                      # conf/zoo/<family>.yaml, built into <paths.models>/tiny-neox/<family>
-    zoo_dir: str
+    family: str                      # <paths.zoo>/<family>.yaml, built into <paths.models>/tiny-neox/<family>
     sizes: list[str] | None          # None = every size of the family
     epochs: list[int] | None = field(metadata=check(ge=0))   # explicit epochs, or None = every epoch_every-th
     epoch_every: int = field(metadata=check(ge=1))
@@ -101,38 +100,53 @@ def curve_rows(checkpoints: Mapping[tuple[str, int], object], probes_by_split: M
     return rows
 
 
-def family_curve(family, *, model_cfg: Mapping, cache_cfg: Mapping | None, n_probes: int, prefix_len: int,
-                 cont_len: int, seed: int, sizes: Sequence[str] | None = None,
-                 epochs: Sequence[int] | None = None, epoch_every: int = 1, progress: bool = True):
+def family_curve(family, *, open_backend, n_probes: int, prefix_len: int, cont_len: int, seed: int,
+                 sizes: Sequence[str] | None, epochs: Sequence[int] | None, epoch_every: int, template: Mapping,
+                 progress: bool = True):
     """The whole curve for a zoo family (``memlab.models.zoo.Family``) as a DataFrame.
 
     Probes are drawn once (same windows for every size and epoch) from the family's members and
-    non-members with its tokenizer; each checkpoint is loaded through ``build_backend`` with ``model_cfg``
-    (device, dtype, threads, batch size) pointed at the checkpoint folder. ``epochs`` (explicit list) wins
-    over ``epoch_every`` (every n-th epoch plus the last).
+    non-members with its tokenizer; each checkpoint is named by :meth:`~memlab.models.zoo.Family.model_cfg` from
+    the run's model node ``template`` and opened with ``open_backend(node)``. ``epochs`` (explicit list) wins over
+    ``epoch_every`` (every n-th epoch plus the last).
     """
     import pandas as pd
     from transformers import AutoTokenizer
-
-    from memlab.backends.factory import build_backend
 
     sizes = list(sizes) if sizes else family.sizes
     if epochs:
         epochs = list(epochs)
     else:  # every ``epoch_every``-th epoch, always ending at the last one
-        if epoch_every < 1:
-            raise ConfigError(f"epoch_every must be >= 1, got {epoch_every}")
         epochs = sorted({*range(epoch_every, family.epochs + 1, epoch_every), family.epochs})
     tok = AutoTokenizer.from_pretrained(str(family.tokenizer_dir))
     encode = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
     probes = {"member": sample_probes(family.members, encode, n_probes, prefix_len, cont_len, seed),
               "nonmember": sample_probes(family.nonmembers, encode, n_probes, prefix_len, cont_len, seed)}
-    ckpts = {(s, e): family.checkpoint(s, e) for s in sizes for e in epochs}
-    base = dict(model_cfg)
-
-    def backend_for(path):
-        return build_backend({**base, "name": f"tiny-neox-{family.name}-{path.parent.name}-{path.name}",
-                              "path": str(path)}, cache_cfg)
-
-    rows = curve_rows(ckpts, probes, backend_for, progress=progress)
+    ckpts = {(s, e): family.model_cfg(s, e, dict(template)) for s in sizes for e in epochs}
+    rows = curve_rows(ckpts, probes, open_backend, progress=progress)
     return pd.DataFrame(rows)
+
+
+def study(p: CurveParams, catalog, seed: int):
+    """The memorization-curve experiment: the table, the figure (one panel per size) and the last-epoch rates."""
+    import seaborn as sns
+
+    from memlab.results import StudyResult
+
+    res = StudyResult()
+    fam = catalog.family(p.family)
+    df = res.table("continuation_rate", family_curve(
+        fam, open_backend=catalog.open, n_probes=p.n_probes, prefix_len=p.prefix_len, cont_len=p.cont_len, seed=seed,
+        sizes=p.sizes, epochs=p.epochs, epoch_every=p.epoch_every, template=catalog.template))
+    sns.set_theme(style="whitegrid")
+    g = sns.relplot(data=df, x="epoch", y="rate", hue="split", col="size", kind="line", marker="o",
+                    col_order=list(dict.fromkeys(df["size"])), height=3, aspect=1.1, facet_kws={"ylim": (-0.03, 1.03)})
+    g.set_axis_labels("epoch", f"exact {p.cont_len}-token continuation rate")
+    g.figure.suptitle(f"Memorization curve — tiny GPT-NeoX '{fam.name}' family ({p.n_probes} probes per split)", y=1.04)
+    res.figure("memorization_curve", g.figure)
+    last = df[df.epoch == df.epoch.max()]
+    res.table("last_epoch_rate", last.pivot(index="size", columns="split", values="rate").reset_index(), show=False)
+    summary = {f"{r['size']}/{r['split']}/last_epoch_rate": r["rate"] for _, r in last.iterrows()}
+    summary.update({f"{r['size']}/{r['split']}/last_epoch_exact": int(r["exact"]) for _, r in last.iterrows()})
+    res.metric(n_probes=int(p.n_probes), last_epoch=int(df.epoch.max()), **summary)
+    return res

@@ -248,13 +248,25 @@ class Family:
             for split, docs in (("members", self.members), ("nonmembers", self.nonmembers)):
                 write_jsonl(docs, self.root / f"{split}.jsonl")  # rewritten: the family file may have changed
 
-    def model_cfg(self, size: str, epoch: int | str = "final") -> dict:
-        """A dict with the keys of conf/model/tiny-neox.yaml pointing at one checkpoint."""
+    def model_cfg(self, size: str, epoch: int | str = "final", template: dict | None = None) -> dict:
+        """The one way to name a checkpoint: a model node (the keys of conf/model/tiny-neox.yaml, or of the run's
+        ``template`` node: device, dtype, threads, batch size) pointing at ``size`` after ``epoch`` and named
+        ``tiny-neox-<family>-<size>-e<epoch>`` (or ``-final``). Epoch 0 is the model the family was initialised
+        from (``init_from``: the pretrained model before fine-tuning)."""
         import yaml
 
-        base = yaml.safe_load((REPO_ROOT / "conf" / "model" / "tiny-neox.yaml").read_text())
+        if template is None:
+            template = yaml.safe_load((REPO_ROOT / "conf" / "model" / "tiny-neox.yaml").read_text())
+        if epoch not in ("final", None) and int(epoch) == 0:
+            path = self.init_dir(size)
+            if path is None:
+                raise ConfigError(f"zoo family {self.name!r} has no epoch 0 (it is not initialised from another "
+                                  f"family); epochs are 1..{self.epochs}")
+        else:
+            path = str(self.checkpoint(size, epoch))
         tag = "final" if epoch in ("final", None) else f"e{int(epoch)}"
-        return {**base, "name": f"tiny-neox-{self.name}-{size}-{tag}", "path": str(self.checkpoint(size, epoch))}
+        return {**dict(template), "name": f"tiny-neox-{self.name}-{size}-{tag}", "path": path, "gguf_file": None,
+                "revision": "auto"}
 
 
 def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path = MODELS_DIR) -> Family:

@@ -9,5 +9,6 @@ Modules (each documents its definitions and the paper equation it implements):
 * :mod:`.scores` — per-level performance X_k (001 eq. 2), sensitivity (001 eq. 3), GFD (003 eq. 3), decision.
 * :mod:`.calibration` — FPR vs threshold on known non-members, α at a target FPR.
 * :mod:`.engine` — :class:`~.engine.PearlConfig` and :func:`~.engine.run_pearl` (all prompts batched).
-* :mod:`.studies` — the tables behind the five notebooks ``notebooks/pearl_*.ipynb``.
+* :mod:`.tables` — the papers' tables from per-document rows; :mod:`.plots` — their figures.
+* :mod:`.study` — one function per experiment (the five notebooks ``notebooks/pearl_*.ipynb`` only show them).
 """

@@ -18,81 +18,64 @@ greedy one; allowed, e.g. for the benchmark, but then i > 1 adds nothing).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from memlab.config import to_plain
 from memlab.backends.base import Backend, GenerationRequest
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MemlabError
+from memlab.schema import check
 from memlab.methods.pearl import scores as S
-from memlab.methods.pearl.perturb import PerturbationConfig, Perturbed, Perturber, derive_seed
+from memlab.methods.pearl.perturb import KINDS, PerturbationConfig, Perturbed, Perturber, derive_seed
 from memlab.methods.pearl.tasks import (TaskConfig, build_request, first_words, load_prompt, performance,
                                         split_completion)
 
 
 @dataclass(frozen=True)
+class PearlStudy:
+    """``method.study``: the ground-truth studies' shared settings (a zoo family with exact membership)."""
+
+    family: str                      # conf/zoo/<family>.yaml
+    size: str
+    epoch: int = field(metadata=check(ge=0))            # single-checkpoint studies (0 = before fine-tuning)
+    epochs: list[int] = field(metadata=check(ge=0, nonempty=True))   # per-epoch studies
+    n_members: int = field(metadata=check(ge=1))
+    n_nonmembers: int = field(metadata=check(ge=1))
+    kinds: list[str] = field(metadata=check(choices=KINDS, nonempty=True))
+    score: str = field(metadata=check(choices=S.DECISION_SCORES))
+    thresholds: dict[str, float]     # {start, stop, step}: the α grid of FPR curves
+
+
+@dataclass(frozen=True)
 class PearlConfig:
-    perturbation: PerturbationConfig = field(default_factory=PerturbationConfig)
-    task: TaskConfig = field(default_factory=TaskConfig)
-    samples: int = 10
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int = 0
-    tau_b: float = 0.2
-    gfd_unit: str = "level"
-    sensitivity_mode: str = "signed"
-    decision_score: str = "sensitivity"
-    alpha: float = 0.2
-    verbatim_words: int = 0  # > 0: also a greedy level-0 completion, scored by exact prefix match (truth aid)
+    """``conf/method/pearl.yaml`` — every value lives there (no defaults here); built by :func:`memlab.schema.typed`."""
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.samples, int) or self.samples < 1:
-            raise MemlabError(f"PEARL needs i ≥ 1 samples per level, got samples={self.samples}")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be ≥ 0, got {self.temperature}")
-        if self.gfd_unit not in S.GFD_UNITS:
-            raise ConfigError(f"gfd_unit must be one of {S.GFD_UNITS}, got {self.gfd_unit!r}")
-        if self.sensitivity_mode not in S.SENSITIVITY_MODES:
-            raise ConfigError(f"sensitivity_mode must be one of {S.SENSITIVITY_MODES}, got {self.sensitivity_mode!r}")
-        if self.decision_score not in S.DECISION_SCORES:
-            raise ConfigError(f"decision_score must be one of {S.DECISION_SCORES}, got {self.decision_score!r}")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None = None, **overrides: Any) -> "PearlConfig":
-        """Build from a (possibly OmegaConf) mapping ``{perturbation: {...}, task: {...}, samples: …}``."""
-        d = to_plain(d or {})
-        d.update(overrides)
-        known = set(cls.__dataclass_fields__)
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown PEARL option(s) {sorted(unknown)}; known: {sorted(known)}")
-        pert, task = d.pop("perturbation", {}) or {}, d.pop("task", {}) or {}
-        if isinstance(pert, Mapping):
-            pert = PerturbationConfig(**_check_keys(pert, PerturbationConfig, "perturbation"))
-        if isinstance(task, Mapping):
-            task = TaskConfig(**_check_keys(task, TaskConfig, "task"))
-        return cls(perturbation=pert, task=task, **d)
+    seed: int
+    samples: int = field(metadata=check(ge=1))          # i outputs per level
+    temperature: float = field(metadata=check(ge=0))
+    top_p: float = field(metadata=check(gt=0, le=1))
+    tau_b: float = field(metadata=check(ge=0, le=1))
+    gfd_unit: str = field(metadata=check(choices=S.GFD_UNITS))
+    sensitivity_mode: str = field(metadata=check(choices=S.SENSITIVITY_MODES))
+    decision_score: str = field(metadata=check(choices=S.DECISION_SCORES))
+    alpha: float = field(metadata=check(ge=0, le=1))
+    verbatim_words: int = field(metadata=check(ge=0))   # > 0: also a greedy level-0 completion (truth aid)
+    task: TaskConfig
+    perturbation: PerturbationConfig
+    study: PearlStudy
 
     def replace(self, **changes: Any) -> "PearlConfig":
         """A copy with top-level fields changed; ``perturbation={...}``/``task={...}`` dicts update sub-fields."""
-        cur = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        for key, sub in (("perturbation", PerturbationConfig), ("task", TaskConfig)):
+        for key in ("perturbation", "task", "study"):
             if isinstance(changes.get(key), Mapping):
-                changes[key] = sub(**{**asdict(cur[key]), **_check_keys(changes[key], sub, key)})
-        cur.update(changes)
-        return PearlConfig(**cur)
-
-
-
-def _check_keys(d: Mapping, cls: type, name: str) -> dict:
-    d = dict(d)
-    unknown = set(d) - set(cls.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"unknown {name} option(s) {sorted(unknown)}; known: {sorted(cls.__dataclass_fields__)}")
-    if "levels" in d:
-        d["levels"] = tuple(d["levels"])
-    return d
+                sub = getattr(self, key)
+                unknown = set(changes[key]) - set(sub.__dataclass_fields__)
+                if unknown:
+                    raise ConfigError(f"unknown {key} option(s) {sorted(unknown)}; known: "
+                                      f"{sorted(sub.__dataclass_fields__)}")
+                changes[key] = dataclasses.replace(sub, **changes[key])
+        return dataclasses.replace(self, **changes)
 
 
 @dataclass

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
 
+from memlab.schema import check
 from memlab.errors import ConfigError, MemlabError
 
 KINDS = ("bitflip", "synonym")
@@ -49,35 +50,32 @@ def derive_seed(*parts: object) -> int:
 
 @dataclass(frozen=True)
 class PerturbationConfig:
-    """How σ(k) perturbs an input. ``levels`` must be distinct non-negative ints starting at 0."""
+    """How σ(k) perturbs an input (``method.perturbation``). ``levels`` must be distinct non-negative ints starting
+    at 0. Values live in conf/method/pearl.yaml only."""
 
-    kind: str = "bitflip"
-    levels: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
+    kind: str = field(metadata=check(choices=KINDS))
+    levels: tuple[int, ...]
     # bit flip
-    unit: str = "byte"
-    rate: float = 0.01
-    min_one: bool = True
-    ascii_safe: bool = True
+    unit: str = field(metadata=check(choices=("byte", "bit")))
+    rate: float = field(metadata=check(gt=0, le=1))
+    min_one: bool
+    ascii_safe: bool
     # synonym substitution
-    words_per_level: int = 1
-    min_word_len: int = 3
-    nltk_data: str = ".cache/nltk_data"
-    wordnet_source: str = "/usr/share/wordnet"
+    words_per_level: int = field(metadata=check(ge=1))
+    min_word_len: int = field(metadata=check(ge=1))
+    nltk_data: str
+    wordnet_source: str
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", tuple(int(k) for k in self.levels))
-        if self.kind not in KINDS:
-            raise ConfigError(f"perturbation.kind must be one of {KINDS}, got {self.kind!r}")
         lv = self.levels
         if len(lv) < 2 or lv[0] != 0 or any(b <= a for a, b in zip(lv, lv[1:])) or lv[0] < 0:
             raise ConfigError(f"perturbation.levels must be increasing ints starting at 0 with at least two "
                               f"levels, got {list(lv)}")
-        if self.unit not in ("byte", "bit"):
-            raise ConfigError(f"perturbation.unit must be 'byte' or 'bit', got {self.unit!r}")
-        if not (0 < self.rate <= 1) or max(lv) * self.rate > 1:
-            raise ConfigError(f"perturbation.rate must be in (0, 1] with max(levels)·rate ≤ 1, got {self.rate}")
-        if self.words_per_level < 1:
-            raise ConfigError(f"perturbation.words_per_level must be ≥ 1, got {self.words_per_level}")
+        if self.kind not in KINDS:
+            raise ConfigError(f"perturbation.kind must be one of {KINDS}, got {self.kind!r}")
+        if max(lv) * self.rate > 1:
+            raise ConfigError(f"perturbation.rate must satisfy max(levels)·rate ≤ 1, got {self.rate}")
 
     def check_level(self, k: int) -> None:
         if k not in self.levels:

@@ -24,11 +24,12 @@ one user message (instruction-tuned models; rendered with the model's chat templ
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlab.backends.base import GenerationRequest, Message
 from memlab.errors import ConfigError, MemlabError
+from memlab.schema import check
 
 TASKS = ("text_completion", "code_completion", "text_summarization", "code_summarization")
 STYLES = ("raw", "chat")
@@ -37,26 +38,22 @@ _WORDS = re.compile(r"\S+")
 
 @dataclass(frozen=True)
 class TaskConfig:
-    name: str = "text_completion"
-    split: float = 0.8
-    style: str = "raw"
-    max_new_tokens: int = 32
-    truncate_to_reference: bool = True
-    rouge_variant: str = "f1"
-    prompts_dir: str = "prompts/pearl"
-    max_input_words: int | None = None  # keep only the first N words of each document (None = all)
+    """``method.task``: what PEARL asks the model (values in conf/method/pearl.yaml only)."""
+
+    name: str = field(metadata=check(choices=TASKS))
+    split: float = field(metadata=check(gt=0, lt=1))
+    style: str = field(metadata=check(choices=STYLES))
+    max_new_tokens: int = field(metadata=check(ge=1))
+    truncate_to_reference: bool
+    rouge_variant: str = field(metadata=check(choices=("f1", "recall", "precision")))
+    prompts_dir: str
+    max_input_words: int | None = field(metadata=check(ge=1))  # keep only the first N words (None = all)
 
     def __post_init__(self) -> None:
         if self.name not in TASKS:
             raise ConfigError(f"task.name must be one of {TASKS}, got {self.name!r}")
         if self.style not in STYLES:
             raise ConfigError(f"task.style must be one of {STYLES}, got {self.style!r}")
-        if not (0 < self.split < 1):
-            raise ConfigError(f"task.split must be in (0, 1), got {self.split}")
-        if self.rouge_variant not in ("f1", "recall", "precision"):
-            raise ConfigError(f"task.rouge_variant must be f1, recall or precision, got {self.rouge_variant!r}")
-        if self.max_new_tokens < 1:
-            raise ConfigError(f"task.max_new_tokens must be ≥ 1, got {self.max_new_tokens}")
 
     @property
     def kind(self) -> str:

@@ -3,5 +3,5 @@ capability (prefix attacks) against propensity (ordinary prompts).
 
 Modules: ``index`` (suffix-array and infini-gram token indexes), ``simpletrace`` (steps 1–4),
 ``metrics`` (App. H + App. F metrics), ``propme`` (prompt sets, propensity transformation),
-``experiments`` (library side of the trace_* notebooks).
+``study`` (one function per trace_* notebook), ``generation``, ``validation``, ``stages``, ``plots``.
 """

@@ -1,88 +1,22 @@
-"""The PEARL studies as library functions, so the notebooks stay thin reports.
+"""PEARL's tables from per-document rows (the computations behind seed 001/003's tables and figures).
 
-* :func:`sample_docs` — a seeded, reproducible subset of a corpus (length filter, metadata filter).
-* :func:`load_zoo_family` / :func:`family_checkpoints` — a tiny-model family trained here
-  (:mod:`memlab.models.zoo`): one HF folder per fine-tuning epoch, epoch 0 = the model it was initialised
-  from (before any fine-tuning); its exact members / non-members are ``fam.members`` / ``fam.nonmembers``.
 * :func:`pearl_frame` — PEARL on documents → one row per document (labels added as columns).
-* :func:`flag_table`, :func:`fpr_table`, :func:`detection_table`, :func:`overlap_table` — the paper's
-  tables from those rows.
+* :func:`flag_table`, :func:`fpr_table`, :func:`detection_table`, :func:`overlap_table`,
+  :func:`calibration_table` — the papers' tables from those rows.
 * :func:`mia_frame` — loss / perplexity / zlib / Min-K% / Min-K%++ per document from per-token log-probs
   (:mod:`memlab.metrics.mia`), the membership-inference baselines of seed 003 Table 4.
+* :func:`similarity_table`, :func:`examples_table` — input similarity per level (seed 003 Table 8 analog).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import random
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from memlab.data.records import Document
-from memlab.errors import ConfigError, MemlabError
+from memlab.errors import ConfigError
 from memlab.methods.pearl.engine import PearlConfig, results_frame, run_pearl
-
-# ---- documents ------------------------------------------------------------------------------------------
-
-
-def sample_docs(docs: Sequence[Document], n: int | None, seed: int, *, min_words: int = 0,
-                meta: Mapping[str, Sequence[Any]] | None = None, split: str | None = None) -> list[Document]:
-    """``n`` documents drawn without replacement with ``random.Random(seed)`` from the documents (sorted by
-    id) that have ≥ ``min_words`` words and whose ``meta[key]`` is in ``meta[key]`` lists; ``split`` sets
-    the membership label of the returned copies. n = None keeps all of them (in id order)."""
-    pool = [d for d in docs if len(d.text.split()) >= min_words]
-    for key, allowed in (meta or {}).items():
-        allowed = set(allowed)
-        pool = [d for d in pool if d.meta.get(key) in allowed]
-    pool.sort(key=lambda d: d.id)
-    if not pool:
-        raise MemlabError(f"no document has ≥ {min_words} words and matches {dict(meta or {})}; relax the filter")
-    if n is not None:
-        if n > len(pool):
-            raise MemlabError(f"asked for {n} documents but only {len(pool)} match; lower n")
-        pool = random.Random(seed).sample(pool, n)
-    return [dataclasses.replace(d, split=split) if split is not None else d for d in pool]
-
-
-def load_source(spec: Mapping[str, Any], seed: int) -> list[Document]:
-    """Documents of one source spec ``{corpus, options, n, min_words, meta, split}`` (see the wild config)."""
-    from memlab.data.corpora import load_corpus
-
-    docs = load_corpus(spec["corpus"], **dict(spec.get("options") or {}))
-    return sample_docs(docs, spec.get("n"), seed, min_words=int(spec.get("min_words", 0)),
-                       meta=spec.get("meta"), split=spec.get("split"))
-
-
-def family_checkpoints(fam, size: str) -> dict[int, Path]:
-    """{epoch: HF folder} of one size of a zoo family (:mod:`memlab.models.zoo`); epoch 0 = the model the
-    family was initialised from (``init_from``: the pretrained model before fine-tuning), when it has one."""
-    cps: dict[int, Path] = {}
-    init = fam.init_dir(size)
-    if init:
-        cps[0] = Path(init)
-    cps.update(fam.checkpoints(size))
-    return cps
-
-
-def load_zoo_family(paths: Mapping[str, Any], name: str):
-    """The zoo family ``name`` (conf/zoo/<name>.yaml) with models under ``paths.models``."""
-    from memlab.models.zoo import load_family
-
-    return load_family(name, Path(paths["root"]) / "conf" / "zoo", paths["models"])
-
-
-def model_at(model_cfg: Mapping[str, Any], path: str | Path, name: str) -> dict:
-    """A copy of a model config node pointing at another HF folder (a checkpoint)."""
-    from memlab.config import to_plain
-
-    node = to_plain(model_cfg)
-    node.update(path=str(path), name=name, gguf_file=None, revision="auto")
-    return node
-
-
-# ---- PEARL rows and tables ------------------------------------------------------------------------------------
 
 
 def pearl_frame(backend, docs: Sequence[Document], cfg: PearlConfig, *, progress: bool = True, **labels: Any):
@@ -172,7 +106,7 @@ def overlap_table(df, a: str, b: str, by: Sequence[str]):
 # ---- membership inference baselines ---------------------------------------------------------------------------
 
 
-def mia_frame(backend, docs: Sequence[Document], *, k: float = 0.2, max_words: int | None = None,
+def mia_frame(backend, docs: Sequence[Document], *, k: float, max_words: int | None,
               progress: bool = False, **labels: Any):
     """Per document: every :class:`memlab.metrics.mia.MiaScores` field (higher = more likely member) plus
     the raw perplexity (``ppl``), computed on the same text PEARL sees (first ``max_words`` words)."""

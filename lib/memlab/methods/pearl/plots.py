@@ -1,0 +1,92 @@
+"""PEARL's figures, each from a table of :mod:`memlab.methods.pearl.tables` (one function per figure)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def fpr_by_kind(fpr, target_fpr: float):
+    """FPR of PEARL on non-members vs threshold α, one panel per score, one line per perturbation kind."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+    for ax, score in zip(axes, ["sensitivity", "gfd"]):
+        for kind, g in fpr[fpr.score == score].groupby("kind"):
+            ax.plot(g.threshold, g.fpr, marker=".", label=kind)
+        ax.axhline(target_fpr, ls="--", c="grey", lw=1)
+        ax.set_xlabel(f"threshold α on {score}")
+        ax.set_title(f"FPR of PEARL ({score}) on non-members")
+    axes[0].set_ylabel("false positive rate")
+    axes[0].legend()
+    return fig
+
+
+def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
+    """% of documents flagged per fine-tuning epoch, members vs non-members, one panel per kind."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.5), sharey=True, squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        for (split, alpha), g in flags[flags.kind == kind].groupby(["split", "alpha"]):
+            ax.plot(g.epoch, 100 * g.share, marker="o" if split == "member" else "x",
+                    ls="-" if split == "member" else "--", label=f"{split}, {score} > {alpha}")
+        ax.set_title(f"{kind}: flagged as memorized")
+        ax.set_xlabel("fine-tuning epoch")
+    axes[0][0].set_ylabel("% of documents")
+    axes[0][0].legend(fontsize=8)
+    return fig
+
+
+def auc_by_epoch(auc):
+    """ROC-AUC (members vs non-members) of every score per fine-tuning epoch; PEARL's scores drawn thick."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for s, g in auc.groupby("score"):
+        ax.plot(g.epoch, g.auc, marker=".", label=s, lw=2.5 if s in ("sensitivity", "gfd") else 1)
+    ax.axhline(0.5, c="grey", ls=":", lw=1)
+    ax.set_xlabel("fine-tuning epoch")
+    ax.set_ylabel("ROC-AUC (members vs non-members)")
+    ax.legend(fontsize=8, ncol=2)
+    return fig
+
+
+def fpr_by_size(fpr, sizes: Sequence[str], score: str):
+    """FPR on non-members vs threshold, one line per model size."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for size in sizes:
+        g = fpr[fpr["size"] == size]
+        ax.plot(g.threshold, g.fpr, marker=".", label=f"size {size}")
+    ax.set_xlabel(f"threshold on {score}")
+    ax.set_ylabel("FPR on non-members")
+    ax.legend()
+    return fig
+
+
+def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], sources: Sequence[str],
+                          target_fprs: Sequence[float]):
+    """Sensitivity per source (box + points), one colour per task, one panel per model; dashed: the α calibrated
+    at the target FPR closest to 0.1."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 3.8), sharey=True, squeeze=False)
+    near = min(target_fprs, key=lambda t: abs(t - 0.1))
+    for ax, model in zip(axes[0], models):
+        for j, task in enumerate(tasks):
+            g = df[(df.model == model) & (df.task_kind == task)]
+            data = [g[g.source == s].sensitivity.to_numpy() for s in sources]
+            pos = [i * (len(tasks) + 1) + j for i in range(len(sources))]
+            ax.boxplot(data, positions=pos, widths=0.8, patch_artist=True,
+                       boxprops={"facecolor": f"C{j}", "alpha": 0.5}, label=task)
+            for x, d in zip(pos, data):
+                ax.scatter([x] * len(d), d, s=12, c=f"C{j}", zorder=3)
+            a = cal[(cal.model == model) & (cal.task_kind == task) & (cal.target_fpr == near)]
+            if len(a):
+                ax.axhline(float(a.alpha.iloc[0]), c=f"C{j}", ls="--", lw=1)
+        ax.set_xticks([i * (len(tasks) + 1) + (len(tasks) - 1) / 2 for i in range(len(sources))], sources)
+        ax.set_title(model)
+    axes[0][0].set_ylabel("sensitivity (max adjacent falloff)")
+    axes[0][0].legend(fontsize=8)
+    return fig

@@ -1,0 +1,275 @@
+"""The PEARL studies (seeds 001/003), one function per experiment; the notebooks ``notebooks/pearl_*.ipynb`` only
+show what these return.
+
+Each function takes the method's settings (:class:`~memlab.methods.pearl.engine.PearlConfig`, from
+conf/method/pearl.yaml), the experiment's own ``params`` (the dataclasses below, from conf/experiment/pearl_*.yaml)
+and a :class:`memlab.models.catalog.Catalog` (the models it may open), and returns a
+:class:`memlab.results.StudyResult`. The ground-truth studies read a zoo family (``method.study.family``) whose
+exact members and non-members are known; documents are drawn with :func:`memlab.data.sampling.sample_docs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memlab.data.sampling import sample_docs
+from memlab.methods.pearl import plots
+from memlab.methods.pearl import tables as T
+from memlab.methods.pearl.calibration import calibrate_alpha
+from memlab.methods.pearl.engine import PearlConfig
+from memlab.results import StudyResult
+from memlab.schema import check
+
+MIA_SCORES = ["sensitivity", "gfd", "loss", "zlib_ratio", "min_k", "min_k_pp"]
+
+
+@dataclass(frozen=True)
+class CalibrationParams:
+    target_fpr: float = field(metadata=check(ge=0, le=1))
+    example_words: int = field(metadata=check(ge=1))
+
+
+@dataclass(frozen=True)
+class EpochsParams:
+    alphas: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
+
+
+@dataclass(frozen=True)
+class MiaParams:
+    target_fpr: float = field(metadata=check(ge=0, le=1))
+    min_k: float = field(metadata=check(gt=0, le=1))
+    verbatim_truth: float = field(metadata=check(ge=0, le=1))
+
+
+@dataclass(frozen=True)
+class SizesParams:
+    sizes: list[str] = field(metadata=check(nonempty=True))
+    alphas: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
+
+
+@dataclass(frozen=True)
+class Source:
+    corpus: str                      # a name for memlab.data.corpora.load_corpus
+    options: dict
+    domain: str = field(metadata=check(choices=("text", "code")))
+    n: int | None = field(metadata=check(ge=1))
+    min_words: int = field(metadata=check(ge=0))
+    meta: dict | None                # {meta key: allowed values}
+
+
+@dataclass(frozen=True)
+class WildParams:
+    models: list[str] = field(metadata=check(nonempty=True))
+    styles: dict[str, str]
+    tasks: list[str] = field(metadata=check(choices=("completion", "summarization"), nonempty=True))
+    calibration_source: str
+    sources: dict[str, Source]
+    alphas: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))   # the paper's fixed thresholds
+    target_fprs: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
+
+
+def ground_truth_docs(method: PearlConfig, catalog):
+    """The zoo family of ``method.study`` and a seeded sample of its members followed by its non-members."""
+    st = method.study
+    fam = catalog.family(st.family)
+    members = sample_docs(fam.members, st.n_members, method.seed)
+    nonmembers = sample_docs(fam.nonmembers, st.n_nonmembers, method.seed)
+    return fam, members, nonmembers
+
+
+def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResult:
+    """FPR vs threshold α on known non-members (001 Fig. 6 / 003 Fig. 10), α at a target FPR, and input
+    similarity per perturbation level (003 Table 8 analog), at checkpoint ``study.epoch``."""
+    import pandas as pd
+
+    st, res = method.study, StudyResult()
+    _, members, nonmembers = ground_truth_docs(method, catalog)
+    docs = members + nonmembers
+    res.table("input_similarity_by_level", T.similarity_table(docs, method, st.kinds).round(4))
+    res.table("perturbation_examples", T.examples_table(members[0], method, st.kinds, p.example_words))
+    with catalog.checkpoint(st.family, st.size, st.epoch) as backend:
+        df = pd.concat([T.pearl_frame(backend, docs, method.replace(perturbation={"kind": k})) for k in st.kinds],
+                       ignore_index=True)
+    res.table("pearl_scores", df.round(4), show=False)
+    res.table("mean_scores_by_kind_and_split",
+              df.groupby(["kind", "split"])[["perf_k0", "perf_k5", "sensitivity", "gfd", "verbatim"]].mean().round(3)
+              .reset_index(), show=False)
+    fpr = T.fpr_table(df[df.split == "nonmember"], T.thresholds(st.thresholds), by=["kind"])
+    res.table("fpr_vs_threshold", fpr, show=False)
+    res.figure("fpr_vs_threshold", plots.fpr_by_kind(fpr, p.target_fpr))
+    cal = T.calibration_table(df, [p.target_fpr], by=["kind"])
+    res.table("alpha_at_target_fpr", cal.round(4))
+    res.metric(**{f"alpha_{r.kind}_{r.score}": r.alpha for r in cal.itertuples()},
+               **{f"members_flagged_{r.kind}_{r.score}": r.others_flagged_share for r in cal.itertuples()})
+    return res
+
+
+def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
+    """Share of documents flagged per fine-tuning epoch, members vs non-members, per perturbation kind
+    (003 Fig. 4, 001 Figs. 7/8)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    st, res = method.study, StudyResult()
+    _, members, nonmembers = ground_truth_docs(method, catalog)
+    frames = []
+    for epoch in tqdm(list(st.epochs), desc="epochs"):
+        with catalog.checkpoint(st.family, st.size, epoch) as backend:
+            for kind in st.kinds:
+                frames.append(T.pearl_frame(backend, members + nonmembers, method.replace(perturbation={"kind": kind}),
+                                            progress=False, epoch=epoch))
+    df = pd.concat(frames, ignore_index=True)
+    res.table("pearl_scores", df.round(4), show=False)
+    flags = T.flag_table(df, p.alphas, by=["kind", "split", "epoch"], score=st.score)
+    res.table("flagged_share_by_epoch", flags.round(4), show=False)
+    res.table("flagged_share_by_epoch_wide", flags.pivot_table(index=["kind", "alpha", "split"], columns="epoch",
+                                                               values="share").round(2).reset_index(), show=False)
+    res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, st.score))
+    last = flags[flags.epoch == max(st.epochs)]
+    res.metric(**{f"final_share_{r.kind}_{r.split}_a{r.alpha}": r.share for r in last.itertuples()})
+    return res
+
+
+def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
+    """PEARL vs membership inference per epoch (003 Table 4 / Fig. 13): % flagged by a perplexity MIA, by PEARL and
+    by both; ROC-AUC / precision / recall of every score against exact membership and against extractability."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    st, res = method.study, StudyResult()
+    _, members, nonmembers = ground_truth_docs(method, catalog)
+    docs, frames = members + nonmembers, []
+    for epoch in tqdm(list(st.epochs), desc="epochs"):
+        with catalog.checkpoint(st.family, st.size, epoch) as backend:
+            pe = T.pearl_frame(backend, docs, method, progress=False, epoch=epoch)
+            scores = T.mia_frame(backend, docs, k=p.min_k, max_words=method.task.max_input_words)
+        frames.append(pe.merge(scores.drop(columns=["split"]), on="doc_id"))
+    df = pd.concat(frames, ignore_index=True)
+    df["member"] = (df.split == "member").astype(int)
+    df["extractable"] = (df.verbatim >= p.verbatim_truth).astype(int)
+    res.table("scores_by_epoch", df.round(4), show=False)
+
+    def decide(g):  # the perplexity MIA's threshold: calibrated on this epoch's non-members
+        non = g[g.split == "nonmember"]
+        g = g.copy()
+        g["mia"] = g.perplexity > calibrate_alpha(non.perplexity.to_numpy(), p.target_fpr, floor=float("-inf"))
+        g["memo"] = g.sensitivity > method.alpha
+        return g
+
+    df = pd.concat([decide(g) for _, g in df.groupby("epoch")], ignore_index=True)
+    ov = T.overlap_table(df, "mia", "memo", by=["epoch", "split"])
+    table4 = ov.pivot_table(index="epoch", columns="split", values=["mia_pct", "memo_pct", "both_pct"]).round(1)
+    table4.columns = [f"{split}_{v}" for v, split in table4.columns]
+    res.table("mia_vs_memorization", table4.reset_index())
+    rows = []
+    for epoch, g in df.groupby("epoch"):
+        non = g[g.split == "nonmember"]
+        dec = {s: calibrate_alpha(non[s].dropna().to_numpy(), p.target_fpr, floor=float("-inf"))
+               for s in MIA_SCORES if non[s].notna().any()}
+        t = T.detection_table(g, "member", MIA_SCORES, dec)
+        t["truth"], t["epoch"], t["rule"] = "member", epoch, f"calibrated@FPR{p.target_fpr}"
+        fixed = T.detection_table(g, "member", ["sensitivity"], {"sensitivity": method.alpha})
+        fixed["truth"], fixed["epoch"], fixed["rule"] = "member", epoch, f"fixed alpha={method.alpha}"
+        rows += [t, fixed]
+    det = pd.concat(rows, ignore_index=True)
+    res.table("detection_by_epoch", det.round(4), show=False)
+    final = det[det.epoch == max(st.epochs)]
+    res.table("detection_final_epoch", final.round(3))
+    ext = [T.detection_table(g, "extractable", MIA_SCORES).assign(epoch=e, n_extractable=int(g.extractable.sum()))
+           for e, g in df.groupby("epoch") if g.extractable.nunique() == 2]
+    if ext:
+        ext = pd.concat(ext, ignore_index=True)
+        res.table("detection_vs_extractable_by_epoch", ext.round(3), show=False)
+        res.table("auc_vs_extractable", ext.pivot_table(index="score", columns="epoch", values="auc").round(2)
+                  .reset_index(), show=False)
+    auc = det[det.rule.str.startswith("calibrated")]
+    res.figure("auc_by_epoch", plots.auc_by_epoch(auc))
+    cal = final[final.rule.str.startswith("calibrated")]
+    res.metric(**{f"auc_final_{r.score}": r.auc for r in cal.itertuples()},
+               **{f"precision_final_{r.score}": r.precision for r in cal.itertuples()},
+               **{f"recall_final_{r.score}": r.recall for r in cal.itertuples()})
+    return res
+
+
+def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
+    """Flagged counts at three thresholds for each model size, and FPR curves per size on non-members
+    (001/003 Table 2, 003 Fig. 8)."""
+    import pandas as pd
+
+    st, res = method.study, StudyResult()
+    _, members, nonmembers = ground_truth_docs(method, catalog)
+    frames = []
+    for size in p.sizes:
+        with catalog.checkpoint(st.family, size, st.epoch) as backend:
+            frames.append(T.pearl_frame(backend, members + nonmembers, method, size=size))
+    df = pd.concat(frames, ignore_index=True)
+    res.table("pearl_scores", df.round(4), show=False)
+    flags = T.flag_table(df, p.alphas, by=["size", "split"], score=st.score)
+    table2 = flags.pivot_table(index=["split", "size"], columns="alpha", values="flagged").reset_index()
+    table2.columns = [c if isinstance(c, str) else f"flagged_{st.score}>{c}" for c in table2.columns]
+    res.table("flagged_counts_by_size", table2)
+    fpr = T.fpr_table(df[df.split == "nonmember"], T.thresholds(st.thresholds), by=["size"], scores=[st.score])
+    res.table("fpr_vs_threshold_by_size", fpr, show=False)
+    res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, st.score))
+    res.metric(**{f"members_flagged_{r.size}_a{r.alpha}": r.flagged for r in flags[flags.split == "member"].itertuples()})
+    return res
+
+
+def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
+    """PEARL on pretrained models in the wild (001/003 §4.4–4.5): flagged counts at the paper's thresholds and at
+    thresholds calibrated on known-unseen text, sensitivity per source and task, completion vs summarization."""
+    import pandas as pd
+
+    res = StudyResult()
+    sources = {name: sample_docs(_corpus(s), s.n, method.seed, min_words=s.min_words, meta=s.meta,
+                                 split="nonmember" if name == p.calibration_source else "unknown")
+               for name, s in p.sources.items()}
+    frames = []
+    for model in p.models:
+        with catalog.named(model) as backend:
+            for task in p.tasks:
+                for name, docs in sources.items():
+                    cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": p.styles[model]})
+                    frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task))
+    df = pd.concat(frames, ignore_index=True)
+    res.table("pearl_scores", df.round(4), show=False)
+    flags = T.flag_table(df, list(p.alphas), by=["model", "task_kind", "source"])
+    table3 = flags.pivot_table(index=["model", "task_kind", "source"], columns="alpha", values="flagged").reset_index()
+    table3.columns = [c if isinstance(c, str) else f"flagged_sensitivity>{c}" for c in table3.columns]
+    res.table("flagged_counts_fixed_thresholds", table3)
+    cal = T.calibration_table(df, list(p.target_fprs), by=["model", "task_kind"], scores=["sensitivity"])
+    res.table("alpha_calibrated_on_release_notes", cal.round(4))
+    rows = []
+    for r in cal.itertuples():
+        g = df[(df.model == r.model) & (df.task_kind == r.task_kind)]
+        for src, gs in g.groupby("source"):
+            rows.append({"model": r.model, "task_kind": r.task_kind, "target_fpr": r.target_fpr, "alpha": r.alpha,
+                         "source": src, "flagged": int((gs.sensitivity > r.alpha).sum()), "n": len(gs)})
+    res.table("flagged_counts_calibrated", pd.DataFrame(rows).round(4))
+    res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, p.models, p.tasks,
+                                                                             list(p.sources), p.target_fprs))
+    res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas)))
+    med = df.groupby(["model", "task_kind", "source"]).sensitivity.median().reset_index()
+    res.table("median_sensitivity", med.round(4))
+    res.metric(**{f"median_sens_{r.model}_{r.task_kind}_{r.source}": r.sensitivity for r in med.itertuples()})
+    return res
+
+
+def completion_vs_summarization(df, alpha: float):
+    """Per model and source: documents flagged (sensitivity > α) under completion, summarization and both."""
+    import pandas as pd
+
+    wide = df.pivot_table(index=["model", "source", "doc_id"], columns="task_kind", values="sensitivity").reset_index()
+    rows = []
+    for (model, src), g in wide.groupby(["model", "source"]):
+        c = g.get("completion", pd.Series(dtype=float)) > alpha
+        s = g.get("summarization", pd.Series(dtype=float)) > alpha
+        rows.append({"model": model, "source": src, "alpha": alpha, "completion": int(c.sum()),
+                     "summarization": int(s.sum()), "both": int((c & s).sum()), "n": len(g)})
+    return pd.DataFrame(rows)
+
+
+def _corpus(s: Source):
+    from memlab.data.corpora import load_corpus
+
+    return load_corpus(s.corpus, **dict(s.options))

@@ -1,0 +1,28 @@
+"""``conf/method/trace.yaml`` as a typed dataclass (no defaults here: the YAML is the single source)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memlab.methods.trace.index import BACKENDS
+from memlab.schema import check
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    seed: int
+    backend: str = field(metadata=check(choices=tuple(BACKENDS)))
+    k_frac: float = field(metadata=check(gt=0, le=1))
+    doc_cap: int = field(metadata=check(ge=1))
+    min_span_tokens: int = field(metadata=check(ge=1))
+    n_tokens: int = field(metadata=check(ge=1))
+    nv_recall_threshold: float = field(metadata=check(ge=0, le=1))
+    propensity_eps: float = field(metadata=check(gt=0, le=1))
+    index_root: str
+    prompts_dir: str
+
+    def tracer(self, index, tokenizer):
+        """A :class:`~memlab.methods.trace.simpletrace.Tracer` over ``index`` with these settings."""
+        from memlab.methods.trace.simpletrace import Tracer
+
+        return Tracer(index, tokenizer, k_frac=self.k_frac, doc_cap=self.doc_cap, min_span_tokens=self.min_span_tokens)

@@ -1,0 +1,56 @@
+"""A tiny model trained on corpus A, then continually pre-trained in stages on a 2/3 B + 1/3 A token mixture
+(seed 002 Figs. 3–8 analog), for the runs that train here instead of reading the zoo's stage families."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Sequence
+
+from memlab.errors import MemlabError
+
+def mixture_weights(a_docs, b_docs, *, b_share: float, tokenizer=None) -> tuple[float, float]:
+    """Passes per epoch (w_B, w_A) so that B makes up ``b_share`` of the tokens seen: w_B = 1 and
+    w_A = (1 − b_share)/b_share · |B|/|A| (sizes in characters when no tokenizer is given)."""
+    size = (lambda ds: sum(len(tokenizer(d.text)["input_ids"]) for d in ds)) if tokenizer else \
+        (lambda ds: sum(len(d.text) for d in ds))
+    a, b = size(a_docs), size(b_docs)
+    if a == 0 or b == 0:
+        raise MemlabError("stage mixture needs non-empty corpora A and B")
+    return 1.0, (1 - b_share) / b_share * b / a
+
+
+def stage_specs(a_docs, b_docs, heldout, *, arch: dict, train: dict, stage_epochs: Sequence[int],
+                out_root: str | Path, b_share: float):
+    """(name, TrainSpec, out_dir) for stage 0 (A only) and each continual stage (B/A mixture).
+
+    Stage 0 lists B (and the held-out documents) as non-members, with ``tokenizer_on='all'`` so one
+    tokenizer covers both languages; later stages continue from the previous stage's final checkpoint."""
+    from memlab.models.tiny import Arch, TrainSpec
+
+    out_root = Path(out_root)
+    wb, wa = mixture_weights(a_docs, b_docs, b_share=b_share)
+    a_m = [dataclasses.replace(d, split="member") for d in a_docs]
+    b_m = [dataclasses.replace(d, split="member") for d in b_docs]
+    base = {k: v for k, v in train.items() if k != "epochs"}
+    specs = [("stage0", TrainSpec(member_groups=[(a_m, 1.0)], nonmembers=list(b_docs) + list(heldout),
+                                  arch=Arch(**arch), epochs=int(train["epochs"]), tokenizer_on="all",
+                                  meta={"family": "stages", "stage": 0}, **base), out_root / "stage0")]
+    for k, ep in enumerate(stage_epochs, 1):
+        prev = specs[-1][2] / "final"
+        specs.append((f"stage{k}", TrainSpec(member_groups=[(b_m, wb), (a_m, wa)], nonmembers=list(heldout),
+                                             arch=None, epochs=int(ep), init_from=str(prev),
+                                             meta={"family": "stages", "stage": k, "b_share": b_share}, **base),
+                      out_root / f"stage{k}"))
+    return specs
+
+
+def train_stages(specs, progress: bool = False) -> dict[str, Path]:
+    """Train (or reuse: training is idempotent and resumable) every stage in order; stage → final dir."""
+    from memlab.models.tiny import train
+
+    out = {}
+    for name, spec, d in specs:
+        train(spec, d, progress=progress)
+        out[name] = Path(d) / "final"
+    return out

@@ -1,0 +1,25 @@
+"""The README's paper map leads in one hop each: paper table → experiment → notebook → study function."""
+
+import importlib
+import re
+
+from memlab.config import CONF_DIR, experiment_names
+
+
+def test_every_row_names_an_experiment_its_notebook_and_a_study_function_the_notebook_calls(repo_root):
+    rows = [l for l in (repo_root / "README.md").read_text().splitlines()
+            if l.startswith("| ") and ".ipynb` |" in l]
+    assert len(rows) >= 11
+    covered = set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        exp, nb, fn = cells[2].strip("`"), cells[3].strip("`"), cells[4].strip("`")
+        assert exp in experiment_names(), row
+        assert f"notebook: {nb}" in (CONF_DIR / "experiment" / f"{exp}.yaml").read_text(), row
+        module, _, name = f"memlab.methods.{fn}".rpartition(".")
+        assert callable(getattr(importlib.import_module(module), name)), row
+        source = (repo_root / "notebooks" / nb).read_text()
+        short = module.rpartition(".")[0] if module.endswith(".study") else module
+        assert re.search(rf"{re.escape(short.rpartition('.')[2])}|study", source) and f"study.{name}(" in source, row
+        covered.add(exp)
+    assert covered == set(experiment_names())
