@@ -153,7 +153,15 @@ class Report:
 
     def save(self, result) -> None:
         """Write every table, figure and metric of a :class:`memlab.results.StudyResult`; display the ones the
-        study marked to show, in its order."""
+        study marked to show, in its order — first the ``comparison`` table (paper vs ours, one row per claim of
+        this experiment in conf/paper/, judged by :mod:`memlab.comparison`)."""
+        from memlab.comparison import comparison_table, load_claims
+
+        if load_claims(self.experiment):
+            cmp = comparison_table(self.experiment, result)
+            result.tables = {"comparison": cmp, **result.tables}
+            result.shown = ["comparison", *result.shown]
+            result.metrics.update({f"verdict/{r.claim_id}": r.verdict for r in cmp.itertuples()})
         for name, df in result.tables.items():
             self.table(name, df, show=False)
         for name, fig in result.figures.items():

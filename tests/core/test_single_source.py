@@ -37,16 +37,23 @@ def _experiments():
 
 
 def _overrides_files():
-    """(file, method, its `method:` block) for every experiment and profile file that overrides a method."""
+    """(file, method, its `method:` block, what it overrides: {key: value}) for every experiment and profile file
+    that overrides a method; an experiment's profile file overrides the group as the experiment changed it."""
     exps = _experiments()
     for name, exp in exps.items():
+        method = _method_of(exp)
+        if method is None:
+            continue
+        group = dict(_leaves(_load(CONF_DIR / "method" / f"{method}.yaml")))
         if exp.get("method"):
-            yield f"experiment/{name}.yaml", _method_of(exp), exp["method"]
+            yield f"experiment/{name}.yaml", method, exp["method"], group
         scale = CONF_DIR / "scale" / f"{name}_full.yaml"
         if scale.exists() and _load(scale).get("method"):
-            yield f"scale/{scale.name}", _method_of(exp), _load(scale)["method"]
+            yield f"scale/{scale.name}", method, _load(scale)["method"], {**group, **dict(_leaves(exp.get("method") or {}))}
     for p in sorted((CONF_DIR / "scale" / "method").glob("*.yaml")):
-        yield f"scale/method/{p.name}", p.stem.rsplit("_", 1)[0], _load(p).get("method") or {}
+        method = p.stem.rsplit("_", 1)[0]
+        group = dict(_leaves(_load(CONF_DIR / "method" / f"{method}.yaml")))
+        yield f"scale/method/{p.name}", method, _load(p).get("method") or {}, group
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -56,13 +63,12 @@ def test_method_group_builds_its_typed_dataclass(method):
 
 
 def test_every_override_names_a_method_key_and_changes_its_value():
-    groups = {m: dict(_leaves(_load(CONF_DIR / "method" / f"{m}.yaml"))) for m in METHODS}
     seen = 0
-    for where, method, block in _overrides_files():
-        assert method in groups, f"{where} overrides method {method!r}, which has no conf/method file"
+    for where, method, block, base in _overrides_files():
+        assert method in METHODS, f"{where} overrides method {method!r}, which has no conf/method file"
         for key, value in _leaves(block):
-            assert key in groups[method], f"{where}: method.{key} is not a setting of conf/method/{method}.yaml"
-            assert value != groups[method][key], f"{where}: method.{key}={value!r} restates the group's value"
+            assert key in base, f"{where}: method.{key} is not a setting of conf/method/{method}.yaml"
+            assert value != base[key], f"{where}: method.{key}={value!r} restates the value it overrides"
             seen += 1
     assert seen >= 5
 

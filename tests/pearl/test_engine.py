@@ -34,7 +34,9 @@ def test_shapes_and_definitions(results, cfg):
         assert r.levels == [0, 1, 2, 3, 4, 5] and len(r.perf) == 6
         assert all(len(s) == 3 for s in r.perf_samples)
         assert np.allclose(r.perf, [np.mean(s) for s in r.perf_samples])
-        assert r.sensitivity == pytest.approx(max(a - b for a, b in zip(r.perf, r.perf[1:])))
+        assert r.sensitivity_signed == pytest.approx(max(a - b for a, b in zip(r.perf, r.perf[1:])))
+        assert r.sensitivity_absolute == pytest.approx(max(abs(a - b) for a, b in zip(r.perf, r.perf[1:])))
+        assert r.sensitivity == r.sensitivity_absolute  # conf/method/pearl.yaml: the papers' reported definition
         assert r.memorized == (r.sensitivity > cfg.alpha)
     df = results_frame(results)
     assert {"sensitivity", "gfd", "perf_k0", "perf_k5"} <= set(df.columns)

@@ -40,8 +40,25 @@ def _diff_bytes(a: str, b: str) -> int:
     return sum(p != q for p, q in zip(x, y))
 
 
+def test_bitflip_token_unit_flips_one_bit_in_k_percent_of_the_words():
+    cfg = pert(kind="bitflip", unit="token", rate=0.01)
+    out = bit_flip_all(TEXT * 3, cfg, seed=7)
+    words = (TEXT * 3).split()
+    assert out[0].text == TEXT * 3 and out[0].n_changed == 0
+    for p in out[1:]:
+        m = max(1, int(p.level * 0.01 * len(words) + 0.5))
+        assert p.n_changed == m
+        got = p.text.split()
+        assert len(got) == len(words)
+        changed = [(a, b) for a, b in zip(words, got) if a != b]
+        assert len(changed) == m and all(_diff_bytes(a, b) == 1 for a, b in changed)
+    for lo, hi in zip(out[1:], out[2:]):  # nested: a word changed at level k stays changed at k+1
+        assert {i for i, (a, b) in enumerate(zip(lo.text.split(), words)) if a != b} <= \
+               {i for i, (a, b) in enumerate(zip(hi.text.split(), words)) if a != b}
+
+
 def test_bitflip_changes_exactly_m_bytes_one_bit_each():
-    cfg = pert(kind="bitflip", rate=0.01)
+    cfg = pert(kind="bitflip", unit="byte", rate=0.01)
     out = bit_flip_all(TEXT, cfg, seed=7)
     n = len(TEXT.encode())
     assert out[0].text == TEXT and out[0].n_changed == 0

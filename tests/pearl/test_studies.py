@@ -52,9 +52,15 @@ def test_tables_from_a_known_frame():
     assert got == {("member", 0.1): 2, ("member", 0.25): 2, ("nonmember", 0.1): 1, ("nonmember", 0.25): 0}
     fpr = st.fpr_table(df[df.split == "nonmember"], [0.0, 0.1], by=["kind"])
     assert fpr[(fpr.score == "sensitivity")].fpr.tolist() == [0.75, 0.25]
-    cal = st.calibration_table(df, [0.25], by=["kind"], scores=["sensitivity"])
-    assert cal.alpha.iloc[0] == pytest.approx(0.02) and cal.fpr.iloc[0] == 0.25
-    assert cal.others_flagged_share.iloc[0] == 1.0
+    # held-out calibration: α fitted on the calibration half (0.2, 0.01), FPR reported on the evaluation half
+    df["half"] = ["member"] * 4 + ["calibration", "evaluation", "calibration", "evaluation"]
+    cal = st.calibration_table(df, [0.5], by=["kind"], scores=["sensitivity"])
+    r = cal.iloc[0]
+    assert r.alpha == pytest.approx(0.01) and r.fpr_calibration == 0.5 and r.n_calibration == 2
+    assert r.fpr_evaluation == 0.5 and r.n_evaluation == 2  # 0.02 > 0.01, 0.0 is not
+    assert r.others_flagged_share == 1.0 and r.n_others == 4
+    halves = st.split_halves(["d3", "d1", "d2", "d4", "d5"], "0:halves")
+    assert sorted(halves.values()).count("calibration") == 3 and halves == st.split_halves(["d5", "d4", "d3", "d2", "d1"], "0:halves")
     df["member"] = (df.split == "member").astype(int)
     det = st.detection_table(df, "member", ["sensitivity"], {"sensitivity": 0.1})
     assert det.auc.iloc[0] == pytest.approx(14 / 16) and det.precision.iloc[0] == pytest.approx(2 / 3)

@@ -91,7 +91,9 @@ class PearlResult:
     n_changed: list[int]
     perf: list[float]                 # X_k, one per level
     perf_samples: list[list[float]]   # per level, per sample
-    sensitivity: float
+    sensitivity: float                # in the configured ``sensitivity_mode``
+    sensitivity_signed: float         # max_k (X_k − X_{k+1})   (seed 001 eq. 3 as written)
+    sensitivity_absolute: float       # max_k |X_k − X_{k+1}|  (the papers' reported values, the authors' code)
     gfd: float
     score: float                      # the decision score (sensitivity or GFD)
     memorized: bool                   # score > alpha
@@ -100,8 +102,9 @@ class PearlResult:
 
     def row(self) -> dict:
         """A flat table row without texts (X_k as perf_k<level> columns)."""
-        r = {k: getattr(self, k) for k in ("doc_id", "split", "source", "task", "kind", "sensitivity", "gfd",
-                                           "score", "memorized", "verbatim")}
+        r = {k: getattr(self, k) for k in ("doc_id", "split", "source", "task", "kind", "sensitivity",
+                                           "sensitivity_signed", "sensitivity_absolute", "gfd", "score",
+                                           "memorized", "verbatim")}
         for k, x, n in zip(self.levels, self.perf, self.n_changed):
             r[f"perf_k{k}"] = x
             r[f"changed_k{k}"] = n
@@ -183,7 +186,9 @@ def run_pearl(backend: Backend, docs: Sequence[Document], cfg: PearlConfig, *, p
         results.append(PearlResult(
             doc_id=it.doc.id, split=it.doc.split, source=it.doc.source, task=t.name, kind=cfg.perturbation.kind,
             levels=list(cfg.perturbation.levels), n_changed=[p.n_changed for p in it.perturbed],
-            perf=[float(x) for x in perf], perf_samples=per_sample, sensitivity=sens, gfd=g, score=score,
+            perf=[float(x) for x in perf], perf_samples=per_sample, sensitivity=sens,
+            sensitivity_signed=S.sensitivity(perf, "signed"), sensitivity_absolute=S.sensitivity(perf, "absolute"),
+            gfd=g, score=score,
             memorized=S.memorized(score, cfg.alpha), verbatim=verbatim, outputs=outs if keep_outputs else []))
     return results
 

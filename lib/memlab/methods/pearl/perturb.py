@@ -5,14 +5,20 @@ Both perturbations are **nested**: one seeded random order of the candidate posi
 contains the one at level k and the input drifts monotonically away from the original as k grows. Level 0
 is always the unperturbed text.
 
-Bit flip (:func:`bit_flip`), intensity defined on UTF-8 **bytes**:
+Bit flip (:func:`bit_flip`), intensity defined on **tokens** (the papers: "the percentage of tokens modified in the
+input", seed 003 Table 9), or on UTF-8 bytes or bits (variants):
 
+    W    = number of word tokens (maximal runs of non-whitespace) of the text
     N    = number of bytes of the UTF-8 encoding of the text
-    m(k) = ⌊k · rate · N + ½⌋                  unit = "byte"  (default; rate 0.01 → k % of the bytes)
-    m(k) = ⌊k · rate · 8N + ½⌋                 unit = "bit"   (k % of the bits, as the paper's text says)
+    m(k) = ⌊k · rate · W + ½⌋                  unit = "token" (default; rate 0.01 → k % of the tokens)
+    m(k) = ⌊k · rate · N + ½⌋                  unit = "byte"  (k % of the bytes)
+    m(k) = ⌊k · rate · 8N + ½⌋                 unit = "bit"   (k % of the bits)
     m(k) = max(1, m(k)) for k ≥ 1 when min_one  (so level 1 changes something even in short texts)
 
-m(k) distinct bytes are chosen; in each, exactly one bit is flipped. With ``ascii_safe`` (default) only
+unit = "token": m(k) distinct word tokens are chosen and in each one byte gets exactly one bit flipped (a black-box
+model has no tokenizer we can see, so a token is a whitespace-delimited word; the authors' code flips bits of the
+token ids of one tokenizer instead). unit = "byte"/"bit": m(k) distinct bytes are chosen; in each, exactly one bit
+is flipped. With ``ascii_safe`` (default) only
 printable-ASCII bytes (0x20–0x7E) are candidates and the flipped bit is drawn among bits 0–6 whose flip
 keeps the byte printable ('e' → 'a', 'g', 'm', 'u', 'E', '%'…), so the result is valid text without
 control characters; m(k) is capped at the number of candidate bytes. Without ``ascii_safe`` any bit of any
@@ -56,7 +62,7 @@ class PerturbationConfig:
     kind: str = field(metadata=check(choices=KINDS))
     levels: tuple[int, ...]
     # bit flip
-    unit: str = field(metadata=check(choices=("byte", "bit")))
+    unit: str = field(metadata=check(choices=("token", "byte", "bit")))
     rate: float = field(metadata=check(gt=0, le=1))
     min_one: bool
     ascii_safe: bool
@@ -101,11 +107,12 @@ def _printable(b: int) -> bool:
     return 0x20 <= b <= 0x7E
 
 
-def n_flips(n_bytes: int, k: int, cfg: PerturbationConfig) -> int:
-    """m(k): how many bytes level k flips (before capping at the number of candidate bytes)."""
+def n_flips(n_units: int, k: int, cfg: PerturbationConfig) -> int:
+    """m(k): how many units (word tokens, or bytes) level k flips, from the text's number of tokens (unit "token")
+    or bytes (units "byte", "bit"), before capping at the number of candidates."""
     if k == 0:
         return 0
-    units = n_bytes * (8 if cfg.unit == "bit" else 1)
+    units = n_units * (8 if cfg.unit == "bit" else 1)
     m = int(k * cfg.rate * units + 0.5)  # round half up (Python's round() is half-to-even)
     return max(1, m) if cfg.min_one else m
 
@@ -120,6 +127,8 @@ def bit_flip_all(text: str, cfg: PerturbationConfig, seed: int) -> list[Perturbe
     _check_text(text)
     data = bytearray(text.encode("utf-8"))
     rng = np.random.default_rng(seed)
+    if cfg.unit == "token":
+        return _token_flips(data, cfg, rng)
     if cfg.ascii_safe:
         cand = np.array([i for i, b in enumerate(data) if _printable(b)], dtype=np.int64)
     else:
@@ -137,6 +146,35 @@ def bit_flip_all(text: str, cfg: PerturbationConfig, seed: int) -> list[Perturbe
     out = []
     for k in cfg.levels:
         m = min(n_flips(len(data), k, cfg), len(flips))
+        buf = bytearray(data)
+        for pos, bit in flips[:m]:
+            buf[pos] ^= 1 << bit
+        out.append(Perturbed(buf.decode("utf-8", errors="replace"), k, m, "bitflip"))
+    return out
+
+
+def _flippable_bits(b: int, ascii_safe: bool) -> list[int]:
+    return [j for j in range(7) if _printable(b ^ (1 << j))] if ascii_safe else list(range(8))
+
+
+def _token_flips(data: bytearray, cfg: PerturbationConfig, rng: np.random.Generator) -> list[Perturbed]:
+    """unit = "token": one bit of one byte in each of m(k) word tokens (nested over k, like the byte variant)."""
+    tokens = [(m.start(), m.end()) for m in re.finditer(rb"\S+", bytes(data))]
+    cands = []
+    for s, e in tokens:
+        pos = [i for i in range(s, e) if _printable(data[i])] if cfg.ascii_safe else list(range(s, e))
+        if pos:
+            cands.append(pos)
+    order = rng.permutation(len(cands))
+    u, v = rng.random(len(cands)), rng.random(len(cands))  # which byte, which bit (drawn once: levels nest)
+    flips = []
+    for idx, a, b in zip(order, u, v):
+        pos = cands[idx][int(a * len(cands[idx]))]
+        bits = _flippable_bits(data[pos], cfg.ascii_safe)
+        flips.append((pos, bits[int(b * len(bits))]))
+    out = []
+    for k in cfg.levels:
+        m = min(n_flips(len(tokens), k, cfg), len(flips))
         buf = bytearray(data)
         for pos, bit in flips[:m]:
             buf[pos] ^= 1 << bit

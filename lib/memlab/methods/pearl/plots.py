@@ -90,3 +90,20 @@ def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], 
     axes[0][0].set_ylabel("sensitivity (max adjacent falloff)")
     axes[0][0].legend(fontsize=8)
     return fig
+
+
+def mia_vs_pearl(table4):
+    """% flagged per epoch by the perplexity MIA and by PEARL (fixed thresholds), members vs non-members."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for split, ls in (("member", "-"), ("nonmember", "--")):
+        for what, c in (("mia", "C0"), ("memo", "C1")):
+            col = f"{split}_{what}_pct"
+            if col in table4:
+                ax.plot(table4.epoch, table4[col], ls=ls, c=c, marker="o" if split == "member" else "x",
+                        label=f"{'MIA (perplexity)' if what == 'mia' else 'PEARL'} · {split}s")
+    ax.set_xlabel("fine-tuning epoch")
+    ax.set_ylabel("% flagged (thresholds fixed once)")
+    ax.legend(fontsize=8)
+    return fig

@@ -69,12 +69,21 @@ class WildParams:
 
 
 def ground_truth_docs(method: PearlConfig, catalog):
-    """The zoo family of ``method.study`` and a seeded sample of its members followed by its non-members."""
+    """The zoo family of ``method.study``, a seeded sample of its members, of its non-members, and the held-out
+    halves of those non-members ({id: "calibration" | "evaluation"}: thresholds are fitted on one half, FPRs
+    reported on the other)."""
     st = method.study
     fam = catalog.family(st.family)
     members = sample_docs(fam.members, st.n_members, method.seed)
     nonmembers = sample_docs(fam.nonmembers, st.n_nonmembers, method.seed)
-    return fam, members, nonmembers
+    return fam, members, nonmembers, T.split_halves([d.id for d in nonmembers], f"{method.seed}:halves")
+
+
+def with_halves(df, halves: dict[str, str]):
+    """``df`` with a ``half`` column: "member", or the non-member's calibration / evaluation half."""
+    df = df.copy()
+    df["half"] = [halves.get(i, "member") for i in df.doc_id]
+    return df
 
 
 def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResult:
@@ -83,23 +92,25 @@ def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResu
     import pandas as pd
 
     st, res = method.study, StudyResult()
-    _, members, nonmembers = ground_truth_docs(method, catalog)
+    _, members, nonmembers, halves = ground_truth_docs(method, catalog)
     docs = members + nonmembers
     res.table("input_similarity_by_level", T.similarity_table(docs, method, st.kinds).round(4))
     res.table("perturbation_examples", T.examples_table(members[0], method, st.kinds, p.example_words))
     with catalog.checkpoint(st.family, st.size, st.epoch) as backend:
         df = pd.concat([T.pearl_frame(backend, docs, method.replace(perturbation={"kind": k})) for k in st.kinds],
                        ignore_index=True)
+    df = with_halves(df, halves)
     res.table("pearl_scores", df.round(4), show=False)
     res.table("mean_scores_by_kind_and_split",
               df.groupby(["kind", "split"])[["perf_k0", "perf_k5", "sensitivity", "gfd", "verbatim"]].mean().round(3)
               .reset_index(), show=False)
-    fpr = T.fpr_table(df[df.split == "nonmember"], T.thresholds(st.thresholds), by=["kind"])
-    res.table("fpr_vs_threshold", fpr, show=False)
+    fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["kind"])
+    res.table("fpr_vs_threshold", fpr, show=False)  # on the evaluation half of the non-members
     res.figure("fpr_vs_threshold", plots.fpr_by_kind(fpr, p.target_fpr))
     cal = T.calibration_table(df, [p.target_fpr], by=["kind"])
     res.table("alpha_at_target_fpr", cal.round(4))
     res.metric(**{f"alpha_{r.kind}_{r.score}": r.alpha for r in cal.itertuples()},
+               **{f"fpr_evaluation_{r.kind}_{r.score}": r.fpr_evaluation for r in cal.itertuples()},
                **{f"members_flagged_{r.kind}_{r.score}": r.others_flagged_share for r in cal.itertuples()})
     return res
 
@@ -111,7 +122,7 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
     from tqdm.auto import tqdm
 
     st, res = method.study, StudyResult()
-    _, members, nonmembers = ground_truth_docs(method, catalog)
+    _, members, nonmembers, _ = ground_truth_docs(method, catalog)
     frames = []
     for epoch in tqdm(list(st.epochs), desc="epochs"):
         with catalog.checkpoint(st.family, st.size, epoch) as backend:
@@ -131,63 +142,67 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
 
 
 def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
-    """PEARL vs membership inference per epoch (003 Table 4 / Fig. 13): % flagged by a perplexity MIA, by PEARL and
-    by both; ROC-AUC / precision / recall of every score against exact membership and against extractability."""
+    """PEARL vs membership inference per epoch (003 Table 4 / Fig. 13). As in the paper, every score's threshold is
+    fixed once — fitted on the calibration half of the non-members at the first epoch listed (before fine-tuning
+    when it is 0) at ``target_fpr`` — and applied unchanged at every epoch; PEARL uses its fixed α. Reported: % of
+    members and of evaluation-half non-members flagged by the perplexity MIA, by PEARL and by both; ROC-AUC,
+    precision, recall and FPR of every score against exact membership (members vs evaluation half) and, where both
+    classes occur, against extractability."""
     import pandas as pd
     from tqdm.auto import tqdm
 
     st, res = method.study, StudyResult()
-    _, members, nonmembers = ground_truth_docs(method, catalog)
+    _, members, nonmembers, halves = ground_truth_docs(method, catalog)
     docs, frames = members + nonmembers, []
     for epoch in tqdm(list(st.epochs), desc="epochs"):
         with catalog.checkpoint(st.family, st.size, epoch) as backend:
             pe = T.pearl_frame(backend, docs, method, progress=False, epoch=epoch)
             scores = T.mia_frame(backend, docs, k=p.min_k, max_words=method.task.max_input_words)
         frames.append(pe.merge(scores.drop(columns=["split"]), on="doc_id"))
-    df = pd.concat(frames, ignore_index=True)
+    df = with_halves(pd.concat(frames, ignore_index=True), halves)
     df["member"] = (df.split == "member").astype(int)
     df["extractable"] = (df.verbatim >= p.verbatim_truth).astype(int)
     res.table("scores_by_epoch", df.round(4), show=False)
-
-    def decide(g):  # the perplexity MIA's threshold: calibrated on this epoch's non-members
-        non = g[g.split == "nonmember"]
-        g = g.copy()
-        g["mia"] = g.perplexity > calibrate_alpha(non.perplexity.to_numpy(), p.target_fpr, floor=float("-inf"))
-        g["memo"] = g.sensitivity > method.alpha
-        return g
-
-    df = pd.concat([decide(g) for _, g in df.groupby("epoch")], ignore_index=True)
-    ov = T.overlap_table(df, "mia", "memo", by=["epoch", "split"])
-    table4 = ov.pivot_table(index="epoch", columns="split", values=["mia_pct", "memo_pct", "both_pct"]).round(1)
+    first = df[(df.epoch == st.epochs[0]) & (df.half == "calibration")]
+    fixed = {s: calibrate_alpha(first[s].dropna().to_numpy(), p.target_fpr, floor=float("-inf"))
+             for s in ["perplexity", *MIA_SCORES] if first[s].notna().any()}
+    fixed["sensitivity_alpha"] = method.alpha
+    res.table("fixed_thresholds", pd.DataFrame([{"score": s, "threshold": t, "fitted_on": (
+        f"calibration half, epoch {st.epochs[0]}, FPR {p.target_fpr}" if s != "sensitivity_alpha" else "method.alpha")}
+        for s, t in fixed.items()]).round(6))
+    df["mia"] = df.perplexity > fixed["perplexity"]
+    df["memo"] = df.sensitivity > method.alpha
+    report = df[df.half != "calibration"]
+    ov = T.overlap_table(report, "mia", "memo", by=["epoch", "split"])
+    table4 = ov.pivot_table(index="epoch", columns="split", values=["n", "mia_pct", "memo_pct", "both_pct"]).round(1)
     table4.columns = [f"{split}_{v}" for v, split in table4.columns]
     res.table("mia_vs_memorization", table4.reset_index())
     rows = []
-    for epoch, g in df.groupby("epoch"):
-        non = g[g.split == "nonmember"]
-        dec = {s: calibrate_alpha(non[s].dropna().to_numpy(), p.target_fpr, floor=float("-inf"))
-               for s in MIA_SCORES if non[s].notna().any()}
+    for epoch, g in report.groupby("epoch"):
+        dec = {s: t for s, t in fixed.items() if s in MIA_SCORES}
         t = T.detection_table(g, "member", MIA_SCORES, dec)
-        t["truth"], t["epoch"], t["rule"] = "member", epoch, f"calibrated@FPR{p.target_fpr}"
-        fixed = T.detection_table(g, "member", ["sensitivity"], {"sensitivity": method.alpha})
-        fixed["truth"], fixed["epoch"], fixed["rule"] = "member", epoch, f"fixed alpha={method.alpha}"
-        rows += [t, fixed]
+        t["truth"], t["epoch"], t["rule"] = "member", epoch, f"fixed at epoch {st.epochs[0]} (FPR {p.target_fpr})"
+        alpha = T.detection_table(g, "member", ["sensitivity"], {"sensitivity": method.alpha})
+        alpha["truth"], alpha["epoch"], alpha["rule"] = "member", epoch, f"fixed alpha={method.alpha}"
+        rows += [t, alpha]
     det = pd.concat(rows, ignore_index=True)
     res.table("detection_by_epoch", det.round(4), show=False)
     final = det[det.epoch == max(st.epochs)]
     res.table("detection_final_epoch", final.round(3))
     ext = [T.detection_table(g, "extractable", MIA_SCORES).assign(epoch=e, n_extractable=int(g.extractable.sum()))
-           for e, g in df.groupby("epoch") if g.extractable.nunique() == 2]
+           for e, g in report.groupby("epoch") if g.extractable.nunique() == 2]
     if ext:
         ext = pd.concat(ext, ignore_index=True)
         res.table("detection_vs_extractable_by_epoch", ext.round(3), show=False)
         res.table("auc_vs_extractable", ext.pivot_table(index="score", columns="epoch", values="auc").round(2)
                   .reset_index(), show=False)
-    auc = det[det.rule.str.startswith("calibrated")]
-    res.figure("auc_by_epoch", plots.auc_by_epoch(auc))
-    cal = final[final.rule.str.startswith("calibrated")]
+    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")]))
+    res.figure("flagged_by_epoch", plots.mia_vs_pearl(table4.reset_index()))
+    cal = final[final.rule.str.startswith("fixed at")]
     res.metric(**{f"auc_final_{r.score}": r.auc for r in cal.itertuples()},
                **{f"precision_final_{r.score}": r.precision for r in cal.itertuples()},
-               **{f"recall_final_{r.score}": r.recall for r in cal.itertuples()})
+               **{f"recall_final_{r.score}": r.recall for r in cal.itertuples()},
+               **{f"fpr_final_{r.score}": r.fpr for r in cal.itertuples()})
     return res
 
 
@@ -197,18 +212,18 @@ def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
     import pandas as pd
 
     st, res = method.study, StudyResult()
-    _, members, nonmembers = ground_truth_docs(method, catalog)
+    fam, members, nonmembers, halves = ground_truth_docs(method, catalog)
     frames = []
     for size in p.sizes:
         with catalog.checkpoint(st.family, size, st.epoch) as backend:
             frames.append(T.pearl_frame(backend, members + nonmembers, method, size=size))
-    df = pd.concat(frames, ignore_index=True)
+    df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
     flags = T.flag_table(df, p.alphas, by=["size", "split"], score=st.score)
     table2 = flags.pivot_table(index=["split", "size"], columns="alpha", values="flagged").reset_index()
     table2.columns = [c if isinstance(c, str) else f"flagged_{st.score}>{c}" for c in table2.columns]
     res.table("flagged_counts_by_size", table2)
-    fpr = T.fpr_table(df[df.split == "nonmember"], T.thresholds(st.thresholds), by=["size"], scores=[st.score])
+    fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["size"], scores=[st.score])
     res.table("fpr_vs_threshold_by_size", fpr, show=False)
     res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, st.score))
     res.metric(**{f"members_flagged_{r.size}_a{r.alpha}": r.flagged for r in flags[flags.split == "member"].itertuples()})
@@ -224,6 +239,7 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     sources = {name: sample_docs(_corpus(s), s.n, method.seed, min_words=s.min_words, meta=s.meta,
                                  split="nonmember" if name == p.calibration_source else "unknown")
                for name, s in p.sources.items()}
+    halves = T.split_halves([d.id for d in sources[p.calibration_source]], f"{method.seed}:halves")
     frames = []
     for model in p.models:
         with catalog.named(model) as backend:
@@ -231,25 +247,29 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
                 for name, docs in sources.items():
                     cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": p.styles[model]})
                     frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task))
-    df = pd.concat(frames, ignore_index=True)
+    df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
     flags = T.flag_table(df, list(p.alphas), by=["model", "task_kind", "source"])
     table3 = flags.pivot_table(index=["model", "task_kind", "source"], columns="alpha", values="flagged").reset_index()
     table3.columns = [c if isinstance(c, str) else f"flagged_sensitivity>{c}" for c in table3.columns]
+    table3 = table3.merge(flags.groupby(["model", "task_kind", "source"]).n.first().reset_index(), on=[
+        "model", "task_kind", "source"])
     res.table("flagged_counts_fixed_thresholds", table3)
     cal = T.calibration_table(df, list(p.target_fprs), by=["model", "task_kind"], scores=["sensitivity"])
     res.table("alpha_calibrated_on_release_notes", cal.round(4))
     rows = []
     for r in cal.itertuples():
-        g = df[(df.model == r.model) & (df.task_kind == r.task_kind)]
+        g = df[(df.model == r.model) & (df.task_kind == r.task_kind) & (df.half != "calibration")]
         for src, gs in g.groupby("source"):
             rows.append({"model": r.model, "task_kind": r.task_kind, "target_fpr": r.target_fpr, "alpha": r.alpha,
                          "source": src, "flagged": int((gs.sensitivity > r.alpha).sum()), "n": len(gs)})
     res.table("flagged_counts_calibrated", pd.DataFrame(rows).round(4))
+    res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_source).round(4))
     res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, p.models, p.tasks,
                                                                              list(p.sources), p.target_fprs))
     res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas)))
-    med = df.groupby(["model", "task_kind", "source"]).sensitivity.median().reset_index()
+    med = df.groupby(["model", "task_kind", "source"]).sensitivity.agg(["median", "size"]).reset_index()
+    med = med.rename(columns={"median": "sensitivity", "size": "n"})
     res.table("median_sensitivity", med.round(4))
     res.metric(**{f"median_sens_{r.model}_{r.task_kind}_{r.source}": r.sensitivity for r in med.itertuples()})
     return res

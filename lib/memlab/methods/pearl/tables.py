@@ -128,9 +128,11 @@ def mia_frame(backend, docs: Sequence[Document], *, k: float, max_words: int | N
 
 
 def calibration_table(df, target_fprs: Sequence[float], by: Sequence[str], scores: Sequence[str] = ("sensitivity", "gfd")):
-    """Per group and score: α calibrated on the group's non-members at each target FPR
-    (:func:`memlab.methods.pearl.calibration.calibrate_alpha`), the FPR it reaches, and the share of the
-    group's other documents (members / likely-seen sources) flagged at that α."""
+    """Held-out calibration, per group and score: α fitted on the group's **calibration** non-members at each target
+    FPR (:func:`memlab.methods.pearl.calibration.calibrate_alpha`); the FPR it reaches on the **evaluation**
+    non-members (never seen by the fit: the number to report) and, for reference, on the calibration half itself;
+    and the share of the group's other documents (members / likely-seen sources) flagged at that α. ``df`` needs a
+    ``half`` column: "calibration" / "evaluation" for non-members (:func:`split_halves`)."""
     import pandas as pd
 
     from memlab.methods.pearl.calibration import calibrate_alpha
@@ -139,15 +141,29 @@ def calibration_table(df, target_fprs: Sequence[float], by: Sequence[str], score
     groups = df.groupby(list(by), sort=True) if by else [((), df)]
     for keys, g in groups:
         keys = keys if isinstance(keys, tuple) else (keys,)
-        non, rest = g[g["split"] == "nonmember"], g[g["split"] != "nonmember"]
+        cal, ev = g[g["half"] == "calibration"], g[g["half"] == "evaluation"]
+        rest = g[g["split"] != "nonmember"]
         for s in scores:
             for t in target_fprs:
-                a = calibrate_alpha(non[s].to_numpy(), float(t))
+                a = calibrate_alpha(cal[s].to_numpy(), float(t))
                 rows.append({**dict(zip(by, keys)), "score": s, "target_fpr": float(t), "alpha": a,
-                             "fpr": float((non[s] > a).mean()), "n_nonmembers": int(len(non)),
+                             "fpr_evaluation": float((ev[s] > a).mean()) if len(ev) else float("nan"),
+                             "n_evaluation": int(len(ev)),
+                             "fpr_calibration": float((cal[s] > a).mean()), "n_calibration": int(len(cal)),
                              "others_flagged_share": float((rest[s] > a).mean()) if len(rest) else float("nan"),
                              "n_others": int(len(rest))})
     return pd.DataFrame(rows)
+
+
+def split_halves(nonmember_ids: Sequence[str], seed: int | str) -> dict[str, str]:
+    """{doc id: "calibration" | "evaluation"}: a seeded half of the non-members fits thresholds, the other half
+    reports FPRs (the first ⌈n/2⌉ of a seeded shuffle of the ids in sorted order calibrate)."""
+    import random
+
+    ids = sorted(nonmember_ids)
+    random.Random(seed).shuffle(ids)
+    cut = (len(ids) + 1) // 2
+    return {i: ("calibration" if j < cut else "evaluation") for j, i in enumerate(ids)}
 
 
 def similarity_table(docs: Sequence[Document], cfg: PearlConfig, kinds: Sequence[str]):
@@ -175,4 +191,27 @@ def examples_table(doc: Document, cfg: PearlConfig, kinds: Sequence[str], words:
     for k in kinds:
         for p in prepare([doc], cfg.replace(perturbation={"kind": k}))[0].perturbed:
             rows.append({"kind": k, "level": p.level, "changed": p.n_changed, "input": first_words(p.text, words)})
+    return pd.DataFrame(rows)
+
+
+def mann_whitney_table(df, unseen_source: str, score: str = "sensitivity"):
+    """Per model, task and likely-seen source: the one-sided Mann–Whitney U test that the source's ``score`` is
+    stochastically greater than that of the known-unseen source (scipy.stats.mannwhitneyu, exact p when
+    possible); medians and n of both sides."""
+    import pandas as pd
+    from scipy.stats import mannwhitneyu
+
+    rows = []
+    for (model, task), g in df.groupby(["model", "task_kind"], sort=True):
+        unseen = g[g.source == unseen_source][score].dropna().to_numpy()
+        for src, gs in g[g.source != unseen_source].groupby("source", sort=True):
+            seen = gs[score].dropna().to_numpy()
+            if len(seen) and len(unseen):
+                u, pval = mannwhitneyu(seen, unseen, alternative="greater")
+            else:
+                u, pval = float("nan"), float("nan")
+            rows.append({"model": model, "task_kind": task, "source": src, "unseen_source": unseen_source,
+                         "median_seen": float(np.median(seen)) if len(seen) else float("nan"),
+                         "median_unseen": float(np.median(unseen)) if len(unseen) else float("nan"),
+                         "n_seen": len(seen), "n_unseen": len(unseen), "U": float(u), "p_one_sided": float(pval)})
     return pd.DataFrame(rows)
