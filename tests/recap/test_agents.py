@@ -58,7 +58,7 @@ def test_summary_agent_llm_and_fallback(caplog, recap):
                                 target_words=30, min_words=5)
     ev = agent.segment(ch, "The Keeper")
     assert [e.title for e in ev] == ["Dusk duty", "Wreck"] and "".join(e.text for e in ev).replace(" ", "") == REF.replace(" ", "")
-    assert all(not leaked_ngrams(b, e.text, 6, allowed=[e.first_sentence, e.last_sentence])
+    assert all(not leaked_ngrams(b, e.text, 6, allowed=[e.first_sentence])  # no exemption for the last sentence
                for e in ev for b in e.detailed_summary)
     with caplog.at_level(logging.WARNING):
         assert agent.segment(ch, "The Keeper")  # malformed JSON -> deterministic events
@@ -72,11 +72,17 @@ def test_verifier_keywords_and_judge(recap):
                     "He said he cannot sleep when the ships pass the reef at night and the wind howls."], "B")
     assert [x.blocked for x in out] == [True, True, False, False]
     assert [x.reason for x in out[:2]] == ["keyword", "too_short"]
-    judge = recap.verifier(llm=Scripted(['{"answer": "No"}', '```json\n{"answer": "Yes"}\n```', "Yes!",
-                                           '{"answer": "Yes"}']))
-    out = judge.verify([REF, REF, REF, "I apologize, I cannot help with that request at all."], "B")
-    assert [x.blocked for x in out] == [True, False, False, True]  # malformed 3rd -> keyword rule
+    answers = ['{"answer": "No"}', '```json\n{"answer": "Yes"}\n```', "Yes!", '{"answer": "Yes"}',
+               '{"answer": "Yes"}']
+    texts = [REF, REF, REF, "I apologize, I cannot help with that request at all.", "ok"]
+    judge = recap.verifier(llm=Scripted(list(answers)))
+    out = judge.verify(texts, "B")
+    # the judge alone decides when it answers (the authors' code); the malformed 3rd falls back to the rule
+    assert [x.blocked for x in out] == [True, False, False, False, False]
+    assert [x.reason for x in out] == ["judge", "judge", "ok", "judge", "judge"]
     assert judge.errors == 1
+    either = recap.verifier(llm=Scripted(list(answers)), judge_rule="or_rule")  # the old rule, a config variant
+    assert [x.blocked for x in either.verify(texts, "B")] == [True, False, False, True, True]
     broken = recap.verifier(llm=Scripted([ConnectionError("down")]))
     assert [x.blocked for x in broken.verify([REF], "B")] == [False] and broken.errors == 1
 
@@ -134,3 +140,52 @@ def test_verifier_prompt_echo_is_not_an_attempt(recap):
     v = recap.verifier()
     out = v.verify([echo, REF], "The Keeper", [prompt, prompt], ["The old keeper.", "The old keeper."])
     assert [(x.blocked, x.reason) for x in out] == [(True, "prompt_echo"), (False, "ok")]
+
+
+def test_licence_gold_texts_are_not_refusals(recap):
+    """Issue 12 item 1: the GPL-3 and Apache-2.0 texts (the copyright stand-ins) are real text, never refusals;
+    the old bare-keyword rule classified them as refusals."""
+    from memlab.data.echotrace import echotrace_mini
+    from memlab.methods.recap.study import segment_books
+
+    books, _ = echotrace_mini({"copyrighted": {"licences": ["GPL-3", "Apache-2.0"], "max_words": None}})
+    segment_books(books, recap.summary(), None)
+    texts = [e.text for b in books for e in b.events] + [b.text[i:i + 300] for b in books
+                                                         for i in range(0, len(b.text), 150)]
+    assert len(texts) > 50
+    rule = recap.verifier()
+    assert not any(rule.keyword_refusal(t) for t in texts)
+    assert not any(v.reason == "keyword" for v in rule.verify(texts, "GPL"))
+    legacy = recap.verifier(keyword_rule="legacy_anywhere")
+    assert sum(legacy.keyword_refusal(t, rule="legacy_anywhere") for t in texts) > 5  # what the old rule did
+
+
+def test_refusal_phrases_only_at_the_start(recap):
+    v = recap.verifier()
+    for refusal in ("I'm sorry, but I can't help with reproducing that passage.",
+                    "I cannot provide the full text of this book as it is protected.",
+                    '"I am unable to share the verbatim text of this chapter, sorry."',
+                    "As an AI language model, I do not reproduce long passages of books.",
+                    "Unfortunately, I can't reproduce the passage you asked for here."):
+        assert v.verify([refusal], "B")[0].reason == "keyword", refusal
+    for text in ("And Naomi said, I cannot redeem it for myself, lest I mar mine own inheritance.",
+                 "Copyright (C) 2007 Free Software Foundation, Inc. Everyone is permitted to copy verbatim copies.",
+                 "The ethical questions of the time were settled by the elders at the gate of the city."):
+        assert not v.verify([text], "B")[0].blocked, text
+
+
+def test_contamination_judge_and_stock_phrases(recap):
+    from memlab.methods.recap.agents import ContaminationJudge, strip_stock
+    from memlab.methods.recap.text import content_overlap
+
+    base = recap.feedback()
+    judge = ContaminationJudge(llm=Scripted(['{"too_detailed": true}', '{"too_detailed": false}', "maybe"]),
+                               prompts=base.prompts, max_new_tokens=16)
+    assert judge.judge([REF, REF, REF], ["h1", "h2", "h3"]) == [True, False, None] and judge.errors == 1
+    assert "h1" in judge.llm.prompts[0] and REF in judge.llm.prompts[0]  # contamination_judge.txt was filled
+    assert ContaminationJudge(llm=None, prompts=base.prompts, max_new_tokens=16).judge([REF], ["h"]) == [None]
+    # the deterministic report's stock phrases reveal nothing: "- None found." vs a gold text containing "found"
+    gold = "They searched the whole valley and found the lost lamb under the old fig tree by the well."
+    stock = base._rule(gold, gold, [])
+    assert "None found." in stock and content_overlap(stock, gold) > 0  # the old heuristic counted "found"
+    assert content_overlap(strip_stock(stock), gold) == 0.0

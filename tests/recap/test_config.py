@@ -14,7 +14,7 @@ from memlab.schema import method_config, validate_tree
 
 PROMPTS = ["system", "prefix_probe", "prefix_probe_plain", "extraction", "jailbreak_narrative_tool",
            "past_tense_rewrite", "past_tense_rule", "verifier", "feedback", "feedback_retry", "reattempt",
-           "reattempt_plain", "plain_suffix", "summary", "contamination_judge"]
+           "reattempt_plain", "plain_suffix", "summary", "contamination_judge", "extraction_plain"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,6 +27,10 @@ def test_experiments_compose_to_the_method_group():
         assert isinstance(m, RecapConfig) and isinstance(p, params)
         assert m.recap.stop_score == 0.95 and m.recap.min_gain == 0.02 and m.agents.ngram_guard == 6
         assert "copyrighted" in m.recap.redact_categories
+        # the authors' definitions are the defaults (issue 12)
+        assert m.agents.refusal_judge == "alone" and m.agents.refusal_keywords == "leading_first_person"
+        assert m.recap.blocked_score == "zero" and m.recap.skip_double_blocked and m.recap.refinement == "multi_turn"
+        assert m.summary.temperature == 1.0 and all(t.budget_factor >= 2 for t in m.targets.values())
         assert list(m.targets) == ["SmolLM2-135M-Instruct", "Gemma-3-270M", "tiny-neox-kjv"]
         assert [t.prompt_style for t in m.targets.values()] == ["chat", "plain", "plain"]
         assert Path(m.prompts_dir) == ROOT / "prompts" / "recap"
@@ -38,7 +42,8 @@ def test_full_profile_overrides_both_experiments_once():
     for name in ("recap_table3", "recap_feedback"):
         m = validate_tree(to_plain(compose(name, ["profile=full"])))["method"]
         assert m.recap.max_rounds == 5 and m.max_events_per_book is None and m.summary.target_words == 380
-        assert m.targets["SmolLM2-135M-Instruct"].max_new_tokens == 768
+        assert m.targets["SmolLM2-135M-Instruct"].max_new_tokens == 1536
+        assert m.targets["SmolLM2-135M-Instruct"].budget_factor == 2.0      # untouched: 2 × gold tokens
         assert m.targets["SmolLM2-135M-Instruct"].price_in == 0.27        # untouched keys keep the method's value
         tiny = m.targets["tiny-neox-kjv"]
         assert tiny.membership.books == 6 and tiny.membership.events_per_book is None

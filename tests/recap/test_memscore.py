@@ -47,3 +47,20 @@ def test_parrot_is_rebuilt_identically(recap):
         runs.append((p.tok.get_vocab(), hashlib.sha256(weights).hexdigest(), p.mlm_loss(book[:400])))
     assert runs[0] == runs[1]
     assert len(runs[0][0]) <= 400 and {"[PAD]", "[UNK]", "[MASK]"} <= set(runs[0][0])
+
+
+def test_overlapping_passage_count_beside_ours():
+    """The authors' count (a span from every start block, overlaps counted) vs ours (no token counted twice)."""
+    from memlab.metrics.passages import count_passages, count_passages_overlapping
+
+    ref = " ".join(f"w{i}" for i in range(100))
+    exact = count_passages(ref, [ref], min_tokens=40, max_mismatch=5).n_passages
+    assert exact == count_passages_overlapping(ref, [ref], min_tokens=40, max_mismatch=5) == 2
+    toks = ref.split()
+    toks[30] = toks[60] = "x"  # two substitutions: three blocks, spans start at each
+    cand = " ".join(toks)
+    assert count_passages(cand, [cand], min_tokens=40, max_mismatch=5).n_passages == 2
+    ours = count_passages(ref, [cand], min_tokens=40, max_mismatch=5).n_passages
+    theirs = count_passages_overlapping(ref, [cand], min_tokens=40, max_mismatch=5)
+    assert ours == 2 and theirs == 2 + 1  # 98 matched from block 1; 69 from block 2 (overlapping); 39 from block 3
+    assert count_passages_overlapping(ref, ["unrelated words only"], min_tokens=40) == 0

@@ -59,7 +59,8 @@ def books(micro_family, recap):
 
 def _runner(backend, store, **kw):
     ex = ExtractionAgent(backend=backend, style="plain", prompts=Prompts(METHOD.prompts_dir), max_new_tokens=24,
-                         tokens_per_word=1.3, max_context_tokens=96, seed=METHOD.seed)
+                         budget_factor=2.0, tokens_per_word=1.3, max_context_tokens=96, min_prompt_tokens=32,
+                         seed=METHOD.seed)
     settings = dataclasses.replace(RS, **kw)
     membership = {"ruth": "member", "ruth2": "member", "jonah": "nonmember"}
     return RecapRunner(Target("micro", ex, 1.0, 2.0, membership), build_agents(METHOD)[1], settings, store)
@@ -75,29 +76,102 @@ def test_ladder_rules_and_membership(hf, books, tmp_path):
     assert len(recs) == sum(len(b.events) for b in books) == 9
     for r in recs:
         m = r["methods"]
-        assert m["recap"]["recall"] >= m["dsp_jb"]["recall"]  # RECAP starts from DSP + JB, keeps the best
-        assert m["dsp_jb"]["recall"] == (m["dsp"]["recall"] if not m["dsp"]["blocked"] else m["dsp_jb"]["recall"])
+        # DSP + JB is the DSP output unless DSP was blocked, then the jailbreak output (one more target call)
+        if m["dsp"]["blocked"]:
+            assert m["dsp_jb"]["target_calls"] == m["dsp"]["target_calls"] + 1
+        else:
+            assert m["dsp_jb"]["output_sha256"] == m["dsp"]["output_sha256"]
+            assert m["dsp_jb"]["target_calls"] == m["dsp"]["target_calls"]
+        # RECAP = the last accepted round's output, else DSP + JB's
+        accepted = [rd for rd in r["rounds"] if rd["accepted"]]
+        want = accepted[-1] if accepted else m["dsp_jb"]
+        assert m["recap"]["recall"] == want["recall"] and m["recap"]["output_sha256"] == want["output_sha256"]
         assert len(r["rounds"]) <= 2
         for k, rd in enumerate(r["rounds"]):
             assert rd["accepted"] == (not rd["blocked"] and rd["recall"] > rd["best_before"] + 0.02)
             if not rd["accepted"]:
                 assert k == len(r["rounds"]) - 1  # stop at the first round without gain
         assert m["recap"]["target_calls"] == m["dsp_jb"]["target_calls"] + len(r["rounds"])
-        assert set(m["prefix"]["passages"]) == {"0", "1", "2", "3", "4", "5"}
-    books_df = E.book_scores(E.events_frame(recs), RS.score_variant)
+        assert set(m["prefix"]["passages"]) == set(m["prefix"]["passages_overlap"]) == {"0", "1", "2", "3", "4", "5"}
+        for d in [*m.values(), *r["rounds"]]:  # blocked => scored 0, the raw score kept
+            if d["blocked"]:
+                assert d["recall"] == 0.0 and d["f1"] == 0.0
+        if m["dsp"]["blocked"] and m["dsp_jb"]["blocked"]:  # both blocked: no feedback loop (authors)
+            assert not r["rounds"] and r["feedback_skipped"] == "dsp_and_jailbreak_blocked"
+        # floors: the echo of the hints; the feedback reports only add to the candidate
+        assert 0 <= r["baselines"]["echo"]["recall"] <= r["baselines"]["echo_fb"]["recall"] <= 1
+        assert r["gold_target_tokens"] > 0 and r["output_budget"] >= 2 * r["gold_target_tokens"] or \
+            r["output_budget"] == 24  # 2 × gold, or the configured cap
+    df = E.events_frame(recs)
+    books_df = E.book_scores(df, RS.score_variant)
     t3 = E.table3(books_df, n_resamples=200, seed=METHOD.seed, targets=None, variant=RS.score_variant, stem=RS.stem)
     assert set(t3["method"]) == set(E.METHOD_NAMES.values()) and "micro" in t3.columns
-    mem = E.membership_table(books_df, tolerance=METHOD.passage_tolerance)
-    assert set(mem["split"]) == {"member", "nonmember"}
+    # members and non-members never share a row: Ruth/Ruth2 (members) and Jonah (non-member) of public_domain
+    assert {"public_domain (members)", "public_domain (non-members)", "copyrighted (members)"} == set(t3["group"])
+    row = t3[(t3.group == "public_domain (non-members)") & (t3.method == "RECAP")].iloc[0]
+    assert row["micro"].endswith("n=1") and "[" in row["micro"] and "bootstrap" in row["statistic"]
+    mem = E.membership_table(books_df, tolerance=METHOD.passage_tolerance, n_resamples=200, seed=METHOD.seed)
+    assert set(mem["split"]) == {"member", "nonmember"} and {"echo", "echo_fb"} <= set(mem["method"])
+    assert (mem.ci_low <= mem.rouge_l_boot_mean + 1e-12).all() and (mem.rouge_l_boot_mean <= mem.ci_high + 1e-12).all()
     # the micro model memorized Ruth, not Jonah: prefix-probing recovers more of the member book
     pre = books_df[books_df.method == "prefix"].set_index("book")["rouge_l"]
     assert pre["ruth"] > pre["jonah"]
-    ag = METHOD.agents
-    cost = E.cost_table(E.events_frame(recs), agent_price_in=ag.price_in, agent_price_out=ag.price_out,
-                        agent_output_tokens_per_call=ag.output_tokens_per_call)
-    assert (cost.set_index("method").loc["RECAP", "target_prompts"]
-            >= cost.set_index("method").loc["DSP", "target_prompts"])
-    assert E.contamination(recs, overlap_threshold=0.3)["metadata_flagged"].mean() <= 1.0
+    # the events table carries the summary agent's leakage per event (content-word coverage of the gold)
+    ev = E.events_table(df, RS.score_variant)
+    assert len(ev) == 9 and ev.summary_leakage.between(0, 1).all() and ev.summary_leakage.gt(0).any()
+    # cost: feedback rounds are RECAP's target calls; deterministic agents send no tokens
+    cost = E.cost_table(df, agent_price_in=1.0, agent_price_out=1.0).set_index("method")
+    n_rounds = sum(len(r["rounds"]) for r in recs)
+    assert cost.loc["RECAP", "target_prompts"] - cost.loc["DSP + Jailbreak", "target_prompts"] == n_rounds
+    assert (cost.agent_in == 0).all() and set(cost.agent_tokens) == {"none sent (deterministic agents)"}
+    stage = E.cost_by_stage(recs).set_index("stage")
+    assert stage.loc["verifier_fb", "calls"] == n_rounds and "DSP + Jailbreak" not in stage.loc["verifier_fb", "charged_to"]
+
+
+def test_error_events_score_zero_not_dropped(hf, books, tmp_path):
+    store = ResultStore(tmp_path / "events.jsonl")
+    recs = run_books(_runner(hf, store), books[:1], progress=False)
+    ok = E.book_scores(E.events_frame(recs), RS.score_variant)
+    err = {**{k: recs[0][k] for k in ("target", "book_id", "book_title", "category", "split", "gold_tokens")},
+           "event_id": "ruth/extra", "status": "error", "error": "TimeoutError"}
+    both = E.book_scores(E.events_frame(recs + [err]), RS.score_variant)
+    for m in ("prefix", "recap"):
+        a, b = (x[(x.method == m)].iloc[0] for x in (ok, both))
+        assert b["events"] == a["events"] + 1
+        if a["rouge_l"] > 0:
+            assert b["rouge_l"] < a["rouge_l"]  # the error event weighs in with score 0
+
+
+def test_budget_and_multi_turn_requests(hf):
+    pr = Prompts(METHOD.prompts_dir)
+    fields = {"book_title": "B", "event_title": "T", "characters": "A", "characters_list": "[]",
+              "summary_bullets": "- x", "summary_list": "[]", "opening_line": "In the beginning", "n_words": 50,
+              "gold_tokens": 70}
+
+    class Chat(Backend):
+        model_id, revision, has_chat_template = "chat", "0", True
+
+        def generate(self, requests, *, progress=False):
+            raise AssertionError("not called")
+
+    chat = ExtractionAgent(backend=Chat(), style="chat", prompts=pr, max_new_tokens=None, budget_factor=2.0,
+                           tokens_per_word=1.3, max_context_tokens=None, min_prompt_tokens=32, seed=0)
+    req = chat.reattempt_request("base prompt", [("out 1", "report 1"), ("out 2", "report 2")], fields)
+    assert req.max_new_tokens == 140  # 2 × gold tokens, no cap
+    roles = [m.role for m in req.messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [m.content for m in req.messages if m.role == "assistant"] == ["out 1", "out 2"]
+    assert "report 1" in req.messages[3].content and "report 2" in req.messages[5].content
+    # plain: the same content as text, oldest round first, the opening line last; a short context caps the budget
+    plain = ExtractionAgent(backend=hf, style="plain", prompts=pr, max_new_tokens=None, budget_factor=2.0,
+                            tokens_per_word=1.3, max_context_tokens=96, min_prompt_tokens=32, seed=0)
+    wide = dataclasses.replace(plain, max_context_tokens=10_000)
+    text = wide.reattempt_request("base prompt", [("out 1", "report 1"), ("out 2", "report 2")], fields).prompt
+    assert text.index("out 1") < text.index("report 1") < text.index("out 2") < text.index("base prompt")
+    assert text.rstrip().endswith("In the beginning")
+    big = plain.reattempt_request("base prompt " * 40, [("out 1", "report 1")], fields)
+    assert big.max_new_tokens == 96 - 32 and plain.budget_capped == 1  # yields to the context, down to 64
+    assert big.prompt_token_ids is not None and len(big.prompt_token_ids) == 32 and plain.truncated == 1
 
 
 def test_redaction_keeps_no_protected_text(hf, books, tmp_path):

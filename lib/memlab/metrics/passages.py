@@ -59,6 +59,7 @@ __all__ = [
     "count_passages",
     "mismatch_sweep",
     "seed_length",
+    "count_passages_overlapping",
 ]
 
 _PUNCT = re.compile(r"[^\w\s]+")
@@ -349,3 +350,45 @@ def mismatch_sweep(
         int(m): count_passages(book, generations, min_tokens=min_tokens, max_mismatch=int(m)).n_passages
         for m in mismatches
     }
+
+
+def count_passages_overlapping(
+    book: str,
+    generations: Sequence[str],
+    *,
+    min_tokens: int = 40,
+    max_mismatch: int = 5,
+) -> int:
+    """The RECAP authors' passage count (their ``_get_contiguous_spans``), offered beside :func:`count_passages`.
+
+    Per generation: difflib matching blocks of the normalized tokens (:func:`normalize_tokens`, autojunk off);
+    from *every* block a span is grown over the following blocks while the accumulated gap cost
+    Σ max(gap_ref, gap_cand) stays ≤ ``max_mismatch``; a span whose matched tokens (gaps excluded) reach
+    ``min_tokens`` counts ⌊matched / min_tokens⌋ passages. Spans started from consecutive blocks overlap, so the
+    same book text can be counted several times — the difference from :func:`count_passages`, which never
+    counts a generation token twice.
+    """
+    import difflib
+
+    if not isinstance(book, str):
+        raise TypeError(f"book must be str, got {type(book).__name__}")
+    if generations is None or isinstance(generations, str):
+        raise TypeError("generations must be a list of str")
+    _check_params(min_tokens, max_mismatch)
+    ref = normalize_tokens(book)
+    total = 0
+    for g in generations:
+        cand = normalize_tokens(g)
+        raw = difflib.SequenceMatcher(None, ref, cand, autojunk=False).get_matching_blocks()[:-1]
+        for i, (gi, ci, size) in enumerate(raw):
+            end_g, end_c, mism, matched = gi + size, ci + size, 0, size
+            for ng, nc, nsz in raw[i + 1:]:
+                gap = max(ng - end_g, nc - end_c)
+                if mism + gap > max_mismatch:
+                    break
+                mism += gap
+                matched += nsz
+                end_g, end_c = ng + nsz, nc + nsz
+            if matched >= min_tokens:
+                total += matched // int(min_tokens)
+    return total

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from memlab.errors import ConfigError
+from memlab.methods.recap.agents import REFUSAL_JUDGE_RULES, REFUSAL_KEYWORD_RULES
 from memlab.methods.recap.memscore import ParrotConfig
 from memlab.methods.recap.pipeline import RecapSettings
 from memlab.schema import check
@@ -80,6 +81,7 @@ class SummaryConfig:
     min_words: int = field(metadata=check(ge=1))      # shorter segments are skipped
     n_characters: int = field(metadata=check(ge=0))   # characters named per event (deterministic agent)
     n_keywords: int = field(metadata=check(ge=0))     # keywords per summary bullet (deterministic agent)
+    temperature: float = field(metadata=check(ge=0))  # the LLM summary agent's sampling temperature (paper: 1.0)
 
 
 @dataclass(frozen=True)
@@ -100,10 +102,11 @@ class AgentsConfig:
     max_retries: int = field(metadata=check(ge=0))
     verifier_min_words: int = field(metadata=check(ge=0))
     verifier_max_echo: float = field(metadata=check(ge=0, le=1))
+    refusal_judge: str = field(metadata=check(choices=REFUSAL_JUDGE_RULES))       # alone = the authors' code
+    refusal_keywords: str = field(metadata=check(choices=REFUSAL_KEYWORD_RULES))  # the rule's refusal phrases
     max_new_tokens: AgentTokens
-    price_in: float = field(metadata=check(ge=0))     # USD / 1M tokens if the agents were an API model (App. V)
+    price_in: float = field(metadata=check(ge=0))     # USD / 1M tokens of the agent LLM (App. V)
     price_out: float = field(metadata=check(ge=0))
-    output_tokens_per_call: int = field(metadata=check(ge=0))
 
 
 # -- memorization score -----------------------------------------------------------------------------------------
@@ -136,9 +139,11 @@ class TargetConfig:
 
     model: str | dict                    # a conf/model name, or an inline model node (tests)
     prompt_style: str = field(metadata=check(choices=PROMPT_STYLES))
-    max_new_tokens: int = field(metadata=check(ge=1))          # cap of the generation budget
-    tokens_per_word: float = field(metadata=check(gt=0))       # budget = ceil(words · tokens_per_word) + 8
+    budget_factor: float = field(metadata=check(gt=0))         # output budget = ceil(factor · gold tokens)
+    max_new_tokens: int | None = field(metadata=check(ge=1))   # cap of the output budget (null = context only)
+    tokens_per_word: float = field(metadata=check(gt=0))       # gold tokens ≈ words · this without a tokenizer
     max_context_tokens: int | None = field(metadata=check(ge=1))   # null = the model's own context
+    min_prompt_tokens: int = field(metadata=check(ge=1))       # prompt room kept when the budget meets the context
     price_in: float = field(metadata=check(ge=0))              # USD / 1M tokens (App. V); local runs cost 0
     price_out: float = field(metadata=check(ge=0))
     categories: list[str] | None = field(metadata=check(choices=CATEGORIES))   # null = every category

@@ -2,23 +2,31 @@
 
 Prompt styles (per target):
 
-* ``chat`` — ``messages`` (system + user), rendered with the model's chat template by the backend; a
-  feedback re-attempt is a multi-turn chat: the extraction prompt, the previous attempt as the assistant
-  turn, then the reviewer's report (``reattempt.txt``).
-* ``plain`` — base models (Gemma-3-270M, the tiny GPT-NeoX): one plain-text prompt, the same instruction
-  text followed by ``plain_suffix.txt`` that ends with the event's opening line, so the model continues it.
-  Prefix-probing uses ``prefix_probe_plain.txt`` (the bare opening line).
-  Feedback goes into the prompt (``reattempt_plain.txt``) before the suffix; the previous attempt is not
-  repeated (short contexts).
+* ``chat`` — ``messages`` (system + user), rendered with the model's chat template by the backend. Feedback
+  re-attempts continue one growing conversation, as the authors' loop does: the extraction prompt, the first
+  valid output (assistant), then per round the reviewer's report (``reattempt.txt``, user) and the re-attempt
+  (assistant), and so on.
+* ``plain`` — base models (Gemma-3-270M, the tiny GPT-NeoX): one plain-text prompt built from the compact
+  ``extraction_plain.txt`` (title, section, characters, summary — no chat instructions a base model cannot
+  follow) followed by ``plain_suffix.txt`` that ends with the event's opening line, so the model continues it.
+  Prefix-probing uses ``prefix_probe_plain.txt`` (the bare opening line). A re-attempt carries the same
+  content as the chat conversation, as text (``reattempt_plain.txt``: each earlier output with the report on
+  it, oldest first), placed *before* the extraction prompt so that a cut from the left drops the oldest
+  round first and never the latest report or the opening line.
+
+Output budget (per event): ``ceil(budget_factor × gold tokens)`` in the target's own tokenizer (the authors
+allow gold words + 1000; the issue: ≥ 2×), capped by ``max_new_tokens`` (null = no cap) and by the context.
+When prompt + budget exceed the context (``max_context_tokens``, null: the HF config's
+``max_position_embeddings``) the budget yields first, down to ``context − min_prompt_tokens``; then the prompt
+is cut from the *left* (sent as token ids), which keeps the opening line. Both are counted
+(``budget_capped``, ``truncated``) and reported in the run's notes.
 
 Every prompt ends with the event's opening line, so the gold reference is the event text after it.
-When the rendered prompt plus the generation budget exceeds the model's context (``max_context_tokens``,
-null: the HF config's ``max_position_embeddings``), the prompt is cut from the *left* and sent as token
-ids, which keeps the opening line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -53,11 +61,14 @@ class ExtractionAgent:
     backend: Backend
     style: str
     prompts: Prompts
-    max_new_tokens: int  # cap
-    tokens_per_word: float  # budget = ceil(words(reference) · tokens_per_word) + 8, capped
+    max_new_tokens: int | None  # cap of the output budget (None: the context is the only cap)
+    budget_factor: float  # budget = ceil(budget_factor · gold tokens in this target's tokenizer)
+    tokens_per_word: float  # gold tokens ≈ words · tokens_per_word when the backend exposes no tokenizer
     max_context_tokens: int | None  # None: the model's own (HF config max_position_embeddings)
+    min_prompt_tokens: int  # prompt room kept when the budget must yield to the context
     seed: int
     truncated: int = 0  # prompts cut from the left to fit the context
+    budget_capped: int = 0  # requests whose output budget the context cut below budget_factor × gold
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
@@ -66,8 +77,20 @@ class ExtractionAgent:
             model = getattr(self.backend, "model", None)
             self.max_context_tokens = getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
+    def gold_tokens(self, reference: str) -> int:
+        """Tokens of the gold text in this target's tokenizer (words × tokens_per_word without one)."""
+        tok = getattr(self.backend, "tokenizer", None)
+        if tok is not None:
+            try:
+                return len(tok(reference, add_special_tokens=False)["input_ids"])
+            except Exception:  # a tokenizer-less or remote backend: the estimate below
+                pass
+        return int(math.ceil(len(reference.split()) * self.tokens_per_word))
+
     def budget(self, fields: dict) -> int:
-        return min(self.max_new_tokens, int(math.ceil(fields["n_words"] * self.tokens_per_word)) + 8)
+        n = fields.get("gold_tokens") or int(math.ceil(fields["n_words"] * self.tokens_per_word))
+        b = int(math.ceil(self.budget_factor * n))
+        return max(1, min(b, self.max_new_tokens) if self.max_new_tokens else b)
 
     # -- prompt construction
     def prefix_request(self, fields: dict) -> GenerationRequest:
@@ -77,19 +100,26 @@ class ExtractionAgent:
         name = "prefix_probe" if self.style == "chat" else "prefix_probe_plain"
         return self._request(self.prompts.fill(name, **fields), fields, plain_suffix=False)
 
+    def dsp_user(self, fields: dict) -> str:
+        """The DSP user turn: ``extraction.txt`` (chat) or the compact ``extraction_plain.txt`` (plain)."""
+        return self.prompts.fill("extraction" if self.style == "chat" else "extraction_plain", **fields)
+
     def user_request(self, user: str, fields: dict) -> GenerationRequest:
         """The DSP / jailbreak request for a user turn built from a template."""
         return self._request(user, fields)
 
-    def reattempt_request(self, user: str, attempt: str, feedback: str, fields: dict) -> GenerationRequest:
+    def reattempt_request(self, user: str, turns: list[tuple[str, str]], fields: dict) -> GenerationRequest:
+        """A feedback re-attempt: ``turns`` = [(earlier output, the report on it), …], oldest first."""
         if self.style == "chat":
-            msgs = (Message("system", self.prompts.fill("system")), Message("user", user),
-                    Message("assistant", attempt),
-                    Message("user", self.prompts.fill("reattempt", feedback=feedback, **fields)))
-            return self._finish(GenerationRequest(messages=msgs, max_new_tokens=self.budget(fields),
+            msgs = [Message("system", self.prompts.fill("system")), Message("user", user)]
+            for out, fb in turns:
+                msgs += [Message("assistant", out),
+                         Message("user", self.prompts.fill("reattempt", feedback=fb, **fields))]
+            return self._finish(GenerationRequest(messages=tuple(msgs), max_new_tokens=self.budget(fields),
                                                   temperature=0.0, seed=self.seed))
-        body = user + "\n\n" + self.prompts.fill("reattempt_plain", feedback=feedback, **fields)
-        return self._request(body, fields)
+        history = "\n\n".join(self.prompts.fill("reattempt_plain", attempt=out, feedback=fb, **fields)
+                               for out, fb in turns)
+        return self._request(history + "\n\n" + user, fields)
 
     def _request(self, user: str, fields: dict, plain_suffix: bool = True) -> GenerationRequest:
         if self.style == "chat":
@@ -108,14 +138,21 @@ class ExtractionAgent:
         if not limit or prompt_ids is None:
             return req
         ids = list(prompt_ids(req))
-        room = limit - req.max_new_tokens
-        if len(ids) <= room:
+        out = req.max_new_tokens
+        if len(ids) + out <= limit:
             return req
-        if room < 16:
-            raise ConfigError(f"model context {limit} is too small for {req.max_new_tokens} new tokens; "
-                              "lower the target's max_new_tokens (method.targets.<name>)")
+        if limit - self.min_prompt_tokens < 16:
+            raise ConfigError(f"model context {limit} leaves < 16 new tokens after min_prompt_tokens="
+                              f"{self.min_prompt_tokens}; lower method.targets.<name>.min_prompt_tokens")
+        # the budget yields first (down to context − min_prompt_tokens), then the prompt is cut from the left
+        new_out = max(limit - len(ids), min(out, limit - self.min_prompt_tokens))
+        if new_out < out:
+            self.budget_capped += 1
+        room = limit - new_out
+        if len(ids) <= room:
+            return dataclasses.replace(req, max_new_tokens=new_out)
         self.truncated += 1
-        return GenerationRequest(prompt_token_ids=tuple(ids[-room:]), max_new_tokens=req.max_new_tokens,
+        return GenerationRequest(prompt_token_ids=tuple(ids[-room:]), max_new_tokens=new_out,
                                  temperature=req.temperature, seed=req.seed)
 
     def run(self, requests: list[GenerationRequest]) -> list[Generation]:

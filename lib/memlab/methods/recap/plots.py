@@ -28,10 +28,10 @@ def passages_per_book(ppb: pd.DataFrame, tolerance: int):
 
 
 def tolerance_sweep(sweep: pd.DataFrame, method: str = "recap"):
-    """Fig. 18 analog: passages vs mismatch tolerance, one line per (target, category)."""
+    """Fig. 18 analog: passages vs mismatch tolerance, one line per (target, group)."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     sub = sweep[sweep.method == method]
-    for (t, c), g in sub.groupby(["target", "category"]):
+    for (t, c), g in sub.groupby(["target", "group"]):
         ax.plot(g["tolerance"], g["passages"], marker="o", label=f"{t} / {c}")
     ax.set_xlabel("max mismatches per 40-token passage")
     ax.set_ylabel(f"passages ({METHOD_NAMES[method]})")

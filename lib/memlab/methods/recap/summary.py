@@ -83,7 +83,7 @@ class SectionSummaryAgent(Agent):
         meta = meta or {}
         chars = meta.get("characters") or names(text, top=self.n_characters)
         bullets = meta.get("detailed_summary") or self._bullets(text, chars)
-        bullets = [self._guard(b, text, [first, last]) for b in bullets]
+        bullets = [self._guard(b, text, [first]) for b in bullets]  # only the opening line is given anyway
         bullets = [b for b in bullets if b.strip()]
         return Event(id=f"{chapter.id}/e{k + 1}", title=title or meta.get("title") or f"{chapter.title}, part {k + 1}",
                      characters=[str(c) for c in chars], detailed_summary=bullets, first_sentence=first,
@@ -109,7 +109,8 @@ class SectionSummaryAgent(Agent):
         return out
 
     def _guard(self, bullet: str, text: str, allowed: list[str]) -> str:
-        """Drop words of ``bullet`` until it shares no n-gram with ``text`` outside the boundary sentences."""
+        """Drop words of ``bullet`` until it shares no n-gram with ``text`` outside the opening line (which the
+        target is given anyway; the last sentence is gold text and gets no exemption)."""
         for _ in range(50):
             leak = leaked_ngrams(bullet, text, self.ngram_guard, allowed=allowed)
             if not leak:
