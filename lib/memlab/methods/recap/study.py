@@ -202,6 +202,11 @@ def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Pa
         numbers[f"membership/{r.target}/{r.method}/{r.split}/passages"] = int(r.passages)
         numbers[f"membership/{r.target}/{r.method}/{r.split}/rouge_l"] = float(r.rouge_l_mean)
     res.metric(events=len(run["records"]), event_errors=len(run["errors"]), **numbers, **run["agent_stats"])
+    # refusal share per target / category / method, for the paper-vs-ours rules (memlab.methods.recap.claims)
+    res.table("refusals", df.groupby(["target", "category", "method"])
+              .agg(events=("event", "count"), blocked=("blocked", "mean")).reset_index(), show=False)
+    res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples,  # claims.py reads these
+               agents="llm" if method.agents.llm else "deterministic")
     return res
 
 
@@ -212,8 +217,8 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     res = StudyResult()
     run, _, books = _benchmark(method, catalog, out_dir, res, progress)
     rs, tol, recs = method.recap, method.passage_tolerance, run["records"]
-    gsum = res.table("feedback_gains", E.gains_summary(E.feedback_gains(recs, variant=rs.score_variant,
-                                                                         stop_score=rs.stop_score)))
+    gains = E.feedback_gains(recs, variant=rs.score_variant, stop_score=rs.stop_score)
+    gsum = res.table("feedback_gains", E.gains_summary(gains))
     if len(gsum):
         res.figure("feedback_gains", plots.feedback_gains(gsum))
     tr = res.table("filter_tradeoff", E.filter_tradeoff(recs, list(method.memscore.thresholds),
@@ -232,4 +237,9 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
                **{f"filter/{r.signal}/{r.threshold}/queries_saved": r.queries_saved for r in tr.itertuples()},
                **{f"filter/{r.signal}/{r.threshold}/rouge_l_lost": r.rouge_l_lost for r in tr.itertuples()},
                **{f"gains/{r.target}/round{r.round}": r.mean_gain for r in gsum.itertuples()})
+    # per book and per event, for the paper-vs-ours rules (memlab.methods.recap.claims); not displayed
+    res.table("book_scores", books, show=False)
+    res.table("feedback_gains_events", gains, show=False)
+    res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
+               agents="llm" if method.agents.llm else "deterministic")
     return res

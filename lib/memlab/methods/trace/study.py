@@ -80,6 +80,21 @@ class CapabilityParams:
     external: ExternalCells
 
 
+def generation_frame(traces, keys):
+    """One row per generation: its group keys, its position ``i`` in the group (the same prompt has the same ``i``
+    at every stage) and the per-generation values whose means are ALS, FMR and NVR — the units of the
+    paper-vs-ours bootstrap (memlab.methods.trace.claims)."""
+    import pandas as pd
+
+    rows, seen = [], {}
+    for tr in traces:
+        key = tuple(tr.meta.get(k) for k in keys)
+        seen[key] = seen.get(key, -1) + 1
+        rows.append({**dict(zip(keys, key)), "i": seen[key], "longest_span": tr.longest_span,
+                     "full_match": float(tr.full_match), "nv_recall": float(tr.nv_recall)})
+    return pd.DataFrame(rows, columns=[*keys, "i", "longest_span", "full_match", "nv_recall"])
+
+
 def validation(method: TraceConfig, p: ValidationParams, catalog=None) -> StudyResult:
     """Retrieval, exact-match and pass rates of whole-document and partial queries, per corpus and index backend
     (seed 002 Table 5 analog). No model involved."""
@@ -103,6 +118,7 @@ def validation(method: TraceConfig, p: ValidationParams, catalog=None) -> StudyR
     res.metric(min_retrieval_rate=float(summary.retrieval_rate.min()),
                min_exact_match_rate=float(summary.exact_match_rate.min()),
                min_pass_rate=float(summary.pass_rate.min()), queries=int(len(queries)))
+    res.metric(seed=method.seed)  # bootstrap seed of the paper-vs-ours rules (memlab.methods.trace.claims)
     return res
 
 
@@ -158,10 +174,12 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     prop = res.table("stage_propensity", prop.sort_values(["corpus", "stage", "setting"]).reset_index(drop=True))
     res.figure("stage_propensity", plots.stage_propensity(prop))
     res.figure("stage_span_lengths", plots.stage_span_lengths(span_length_frame(traces, keys), list(nodes)))
+    res.table("generation_scores", generation_frame(traces, keys), show=False)
     res.metric(**{f"{r.corpus}_{r.stage}_{r.setting}_{m}": float(getattr(r, m))
                   for r in summary.itertuples() for m in ("ALS", "FMR", "NVR")},
                **{f"{r.corpus}_{r.stage}_{r.setting}_{m}_propensity": float(getattr(r, f"{m}_propensity"))
                   for r in prop.itertuples() for m in ("FMR", "NVR")})
+    res.metric(seed=method.seed)
     return res
 
 
@@ -212,8 +230,10 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> 
     res.table("prompt_overlap", pd.DataFrame(overlap))
     res.figure("span_length_histograms", plots.span_lengths(span_length_frame(all_traces, keys),
                                                             list(summary.groupby(["model", "corpus"]).groups)))
+    res.table("generation_scores", generation_frame(all_traces, keys), show=False)
     tiny = summary[summary.model == tiny_name].set_index("setting")
     res.metric(**{f"tiny_{m}_{s}": float(tiny.loc[s, m]) for m in ("ALS", "FMR", "NVR") for s in tiny.index},
                **{f"{r.model}_{r.corpus}_{r.setting}_{m}_propensity".replace(" ", "_"): float(getattr(r, f"{m}_propensity"))
                   for r in prop.itertuples() for m in ("FMR", "NVR")})
+    res.metric(seed=method.seed, tiny_model=tiny_name, propensity_eps=method.propensity_eps)  # for trace/claims.py
     return res

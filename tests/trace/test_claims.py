@@ -1,0 +1,140 @@
+"""The PROPME / SimpleTrace paper-vs-ours rules (memlab.methods.trace.claims) on hand-made study results with
+known verdicts."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from memlab.comparison import RULES, VERDICTS, comparison_table, load_claims, rules_for
+from memlab.methods.trace.propme import propensity
+from memlab.results import StudyResult
+
+EXPERIMENTS = ("trace_validation", "trace_capability_propensity", "trace_stages")
+TINY = "tiny-test"
+EPS = 0.01
+
+
+def judge(claim_id: str, res: StudyResult):
+    rules_for("trace_")
+    claim = next(c for c in load_claims() if c.id == claim_id)
+    return RULES[claim_id](res, claim)
+
+
+def test_every_trace_claim_has_a_rule():
+    rules_for("trace_")
+    claims = [c for c in load_claims() if c.experiment in EXPERIMENTS]
+    assert {c.experiment for c in claims} == set(EXPERIMENTS)
+    assert [c.id for c in claims if c.id not in RULES] == []
+
+
+# -- validation ---------------------------------------------------------------------------------------------------
+def queries(fail: int = 0) -> StudyResult:
+    rows = []
+    for corpus in ("a", "b"):
+        for d in range(25):
+            for qt in ("full", "partial_start", "partial_middle", "partial_end"):
+                bad = corpus == "a" and qt == "partial_start" and d < fail
+                rows.append({"corpus": corpus, "backend": "suffix_array", "doc_id": f"{corpus}/{d}", "query_type": qt,
+                             "retrieved": not bad, "exact_match": True, "passed": True})
+    return StudyResult(tables={"validation_queries": pd.DataFrame(rows)}, metrics={"seed": 0})
+
+
+def test_t5_validation():
+    assert judge("propme_t5_pass_rate", queries()).verdict == "reproduced"
+    assert judge("propme_t5_retrieval", queries()).verdict == "reproduced"
+    f = judge("propme_t5_retrieval", queries(fail=1))             # 24/25 = 0.96: the paper's own deviation
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.96)
+    f = judge("propme_t5_retrieval", queries(fail=3))
+    assert f.verdict == "not reproduced" and "a/suffix_array/partial_start" in f.reason
+    res = queries()
+    res.tables["validation_queries"].loc[0, "passed"] = False
+    assert judge("propme_t5_pass_rate", res).verdict == "not reproduced"
+
+
+# -- capability vs propensity -------------------------------------------------------------------------------------
+def capability(prefix: float, generic: float, specific: float, *, n: int = 20, seed: int = 0,
+               overlap=(0.02, 0.05, 0.95)) -> StudyResult:
+    """A tiny model whose generations have NVR ≈ the given means (full match and span length follow NVR)."""
+    rng = np.random.default_rng(seed)
+    rows, summ = [], []
+    for s, mu in (("generic", generic), ("specific", specific), ("prefix", prefix)):
+        nv = np.clip(mu + rng.normal(0, 0.05, n), 0, 1)
+        fm = (nv > 0.8).astype(float)
+        ls = np.round(2 + 48 * nv)
+        rows += [{"model": TINY, "corpus": "training set", "setting": s, "i": i, "longest_span": ls[i],
+                  "full_match": fm[i], "nv_recall": nv[i]} for i in range(n)]
+        summ.append({"model": TINY, "corpus": "training set", "setting": s, "ALS": ls.mean(), "FMR": fm.mean(),
+                     "NVR": nv.mean()})
+    summ = pd.DataFrame(summ).set_index("setting")
+    prop = [{"model": TINY, "corpus": "training set", "setting": s,
+             **{f"{m}_propensity": propensity(summ.loc[s, m], summ.loc["prefix", m], EPS) for m in ("FMR", "NVR")},
+             "NVR": summ.loc[s, "NVR"], "NVR_prefix": summ.loc["prefix", "NVR"]} for s in ("generic", "specific")]
+    ov = [{"model": TINY, "corpus": "training set", "setting": s, "prompts": n, "avg_nv_recall": v,
+           "verbatim_matched_fraction": 1.0 if s == "prefix" else 0.0, "average_longest_span_length": 3.0}
+          for s, v in zip(("generic", "specific", "prefix"), overlap)]
+    return StudyResult(tables={"generation_scores": pd.DataFrame(rows), "propensity": pd.DataFrame(prop),
+                               "prompt_overlap": pd.DataFrame(ov),
+                               "capability_propensity": summ.reset_index()},
+                       metrics={"seed": 0, "tiny_model": TINY, "propensity_eps": EPS})
+
+
+@pytest.mark.parametrize("claim_id", ["propme_t1_als", "propme_capability_gap", "propme_propensity_below_half"])
+def test_capability_claims(claim_id):
+    f = judge(claim_id, capability(prefix=0.9, generic=0.15, specific=0.2))
+    assert f.verdict == "reproduced", f.reason
+    assert TINY in f.setting
+    f = judge(claim_id, capability(prefix=0.2, generic=0.2, specific=0.2))
+    assert f.verdict == "not reproduced", f.reason
+    res = capability(prefix=0.9, generic=0.15, specific=0.2)
+    del res.tables["generation_scores"]
+    assert judge(claim_id, res).verdict == "not comparable"
+
+
+def test_capability_gap_value_is_the_ratio():
+    f = judge("propme_capability_gap", capability(prefix=0.9, generic=0.1, specific=0.3))
+    assert 2.5 < f.our_value < 3.6 and f.ci[0] < f.our_value < f.ci[1]
+
+
+def test_prompt_overlap():
+    assert judge("propme_prompt_overlap", capability(0.9, 0.1, 0.1)).verdict == "reproduced"
+    f = judge("propme_prompt_overlap", capability(0.9, 0.1, 0.1, overlap=(0.04, 0.01, 0.99)))
+    assert f.verdict == "not reproduced" and "not ordered" in f.reason
+
+
+# -- training stages -----------------------------------------------------------------------------------------------
+def stages(a: list[float], b: list[float], *, n: int = 20, seed: int = 0) -> StudyResult:
+    """Prefix NVR per stage (stage0, stage1, ...) for corpora A and B; the same prompts (i) at every stage."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0, 0.05, n)
+    rows = []
+    for corpus, means in (("A", a), ("B", b)):
+        for k, mu in enumerate(means):
+            nv = np.clip(mu + base + rng.normal(0, 0.01, n), 0, 1)
+            rows += [{"corpus": corpus, "stage": f"stage{k}", "setting": "prefix", "i": i, "longest_span": 5.0,
+                      "full_match": 0.0, "nv_recall": nv[i]} for i in range(n)]
+    return StudyResult(tables={"generation_scores": pd.DataFrame(rows)}, metrics={"seed": 0})
+
+
+def test_stages_parent_drop():
+    f = judge("propme_stages_parent_drop", stages([0.8, 0.3, 0.3, 0.3], [0.0, 0.3, 0.3, 0.3]))
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.5, abs=0.05)
+    assert judge("propme_stages_parent_drop", stages([0.5, 0.5, 0.5, 0.5], [0, 0.3, 0.3, 0.3])).verdict == \
+        "not reproduced"
+    assert judge("propme_stages_parent_drop", stages([0.5], [0.0])).verdict == "not comparable"
+
+
+def test_stages_stable():
+    assert judge("propme_stages_stable", stages([0.8, 0.3, 0.3, 0.3], [0.0, 0.3, 0.3, 0.3])).verdict == "reproduced"
+    f = judge("propme_stages_stable", stages([0.8, 0.3, 0.3, 0.3], [0.0, 0.05, 0.1, 0.5]))
+    assert f.verdict == "not reproduced" and "for B" in f.reason
+    assert f.our_value == pytest.approx(0.45, abs=0.05)
+    assert judge("propme_stages_stable", stages([0.8, 0.3], [0.0, 0.3])).verdict == "not comparable"
+
+
+@pytest.mark.parametrize("experiment, res", [("trace_validation", queries()),
+                                             ("trace_capability_propensity", capability(0.9, 0.1, 0.2)),
+                                             ("trace_stages", stages([0.8, 0.3, 0.3, 0.3], [0, 0.3, 0.3, 0.3]))])
+def test_comparison_table_is_deterministic(experiment, res):
+    a, b = comparison_table(experiment, res), comparison_table(experiment, res)
+    assert len(a) == len(load_claims(experiment)) and set(a.verdict) <= set(VERDICTS)
+    pd.testing.assert_frame_equal(a, b)
