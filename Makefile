@@ -7,7 +7,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-DEBS := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de wordnet-base wordnet-sense-index
+DEBS := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de wordnet-base wordnet-sense-index chromium
 # Offline by default: no hub, W&B offline, DVC analytics off.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -17,11 +17,12 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup debs reproduce test bench lab dvc.yaml clean-results data models zoo
+.PHONY: help setup debs reproduce report test bench lab dvc.yaml clean-results data models zoo
 
 help:
 	@echo "make reproduce  — set up, then run the whole embedded reproduction (dvc repro, stage by stage)"
 	@echo "make test       — set up, then run the test suite"
+	@echo "make report     — the reviewer site results/report/index.html (+ results/report-<commit>.tar.gz)"
 	@echo "make bench      — benchmarks → results/bench/*.json + a printed table"
 	@echo "make lab        — JupyterLab (offline-safe flags)"
 
@@ -34,13 +35,34 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q -c requirements.lock -e ".[test]" $(QUIET_PIP)
 	@touch $(STAMP)
 
-# Debian data packages: installed when missing and we are root; otherwise one line naming the command.
+# llama-cpp-python[server]: the real OpenAI-compatible server the served-scoring test starts (prompt log-probs).
+# PyPI has only its sdist, and the source build takes ~6 min on 2 cores: it is built ONCE into a wheel under
+# .cache/wheels and installed from there (a fresh clone pays the build once, inside `make test`). Not in the
+# [test] extra: that would rebuild it from source in every fresh venv, on every change of pyproject/lock.
+# The version is pinned once, in requirements.lock (with its server-only dependencies).
+LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements.lock)
+LLAMA_WHEELS := .cache/wheels
+LLAMA_STAMP := $(VENV)/.llama-cpp-$(LLAMA_CPP_VERSION)
+.PHONY: llama-cpp
+llama-cpp: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP): $(STAMP)
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "memlab: building llama-cpp-python $(LLAMA_CPP_VERSION) once into $(LLAMA_WHEELS)/ (~6 min on 2 cores)"; \
+	  mkdir -p $(LLAMA_WHEELS) && CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	    $(PY) -m pip wheel -q --no-deps -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION) $(QUIET_PIP); }
+	$(PY) -m pip install -q -c requirements.lock --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+	  "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" $(QUIET_PIP)
+	@touch $(LLAMA_STAMP)
+
+# Debian packages (the data packages, and chromium for the browser tests): installed when missing and we are
+# root; otherwise one line naming the command.
 debs:
 	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then echo "memlab: installing Debian data packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then echo "memlab: installing Debian packages:$$missing"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) || exit 1; \
-	  else echo "memlab: error: missing Debian data packages; run: sudo apt-get install -y$$missing"; exit 1; fi; \
+	  else echo "memlab: error: missing Debian packages; run: sudo apt-get install -y$$missing"; exit 1; fi; \
 	fi
 
 dvc.yaml: $(STAMP)
@@ -48,7 +70,12 @@ dvc.yaml: $(STAMP)
 
 reproduce: setup dvc.yaml
 	$(PY) -m memlab.reproduce
-	@echo "memlab: results in results/ (each run: .html, figures/, tables/, metrics.json)"
+	$(PY) -m memlab.site
+	@echo "memlab: results in results/ (each run: .html, figures/, tables/, metrics.json); report: results/report/index.html"
+
+# The reviewer report: every claim of every experiment's default run, paper vs ours, as one static site.
+report: $(STAMP)
+	$(PY) -m memlab.site
 
 # Parts of the pipeline, named in error hints: corpora, all models (conversions + tiny families), tiny families.
 data: setup dvc.yaml
@@ -60,7 +87,7 @@ models: setup dvc.yaml
 zoo: setup dvc.yaml
 	$(VENV)/bin/dvc repro --glob 'zoo-*'
 
-test: setup
+test: setup llama-cpp
 	$(PY) -m pytest -q tests
 
 bench: setup

@@ -4,9 +4,9 @@
     python -m memlab.run -m experiment=<name> a=1,2 b=x,y     # a sweep (Hydra multirun, any launcher)
 
 Each run writes ``results/<experiment>/<run-key>/``: the executed ``<name>.ipynb``, ``<name>.html``, the
-resolved ``config.yaml``, ``metrics.json``, ``tables/*.csv``, ``figures/*.png``. The run key is built from
-every command-line override except experiment/logger/cache (``default`` when there are none), so the runs of
-a sweep never overwrite each other.
+resolved ``config.yaml``, ``metrics.json``, ``tables/*.csv``, ``figures/*.png``, ``run.json`` (when it started,
+how long it took). The run key is built from every command-line override except experiment/logger/cache
+(``default`` when there are none), so the runs of a sweep never overwrite each other.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
         kept = f"; the previous result in {final} is untouched" if final.exists() else ""
         raise MemlabError(f"{err} (executed notebook: {failed / nb_in.name}{kept})") from None
     _html(nb_out)
+    _write_run_json(work, key, t0)
     _swap_in(work, final)
     shutil.rmtree(failed, ignore_errors=True)
     metrics = json.loads((final / "metrics.json").read_text()) if (final / "metrics.json").exists() else {}
@@ -101,6 +102,16 @@ def execute(cfg: DictConfig, key: str) -> Path:
     print(f"memlab: {name} [{key}] done in {time.time() - t0:.0f}s; {len(metrics)} metrics in "
           f"{final / 'metrics.json'}", file=sys.stderr)
     return final
+
+
+def _write_run_json(out_dir: Path, key: str, t0: float) -> None:
+    """``run.json``: when the run started (UTC, ISO 8601), how many seconds it took, its key (the report site
+    shows them)."""
+    from datetime import datetime, timezone
+
+    started = datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds")
+    info = {"started": started, "seconds": round(time.time() - t0, 1), "key": key}
+    (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _swap_in(work: Path, final: Path) -> None:
@@ -203,6 +214,7 @@ def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
     try:
         flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         run.summary.update(flat)
+        run.summary.update(_verdicts(metrics, out_dir))  # strings: the same verdicts as the report site
         for csv in sorted((out_dir / "tables").glob("*.csv")):
             df = pd.read_csv(csv)
             run.log({f"table/{csv.stem}": wandb.Table(dataframe=df)})
@@ -210,6 +222,20 @@ def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
             run.log({f"figure/{png.stem}": wandb.Image(str(png))})
     finally:
         run.finish()
+
+
+def _verdicts(metrics: dict, out_dir: Path) -> dict[str, str]:
+    """``verdict/<claim_id>`` → verdict string, from metrics.json (Report.save puts them there) and from
+    ``tables/comparison.csv`` (the table the report site reads; it wins when both have a claim)."""
+    import pandas as pd
+
+    out = {k: v for k, v in metrics.items() if k.startswith("verdict/") and isinstance(v, str)}
+    csv = out_dir / "tables" / "comparison.csv"
+    if csv.exists():
+        df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+        if {"claim_id", "verdict"} <= set(df.columns):
+            out.update({f"verdict/{c}": v for c, v in zip(df["claim_id"], df["verdict"])})
+    return out
 
 
 # A sweep's jobs may run in other processes (Ray workers, submitit jobs): a job that fails writes its one-line
