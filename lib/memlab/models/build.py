@@ -5,7 +5,9 @@
 ``NAME`` = a converted model (``smollm2-135m-instruct``, ``gemma-3-270m``) or a family in ``conf/zoo``.
 ``--jobs N`` builds N models at once in worker processes (each with one torch thread); families that
 ``init_from`` another family wait for it. A killed build resumes: conversions are atomic, tiny models
-resume from their last finished epoch.
+resume from their last finished epoch. Before any training, every family to build (and each family it
+continues from) passes the split-hygiene check (``memlab.models.zoo.Family.check_split``) or the build stops
+with one line naming the offending non-member.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def plan(zoo: str, out: str, only: list[str] | None, convert: bool) -> list[list
         while src and src not in pending:
             pending[src] = load_family(src, zoo, out)
             src = (pending[src].cfg.get("init_from") or {}).get("family")
+    for fam in pending.values():  # split hygiene first: a bad split stops the build before any training
+        fam.check_split()
     while pending:
         ready = [f for f in pending.values() if (f.cfg.get("init_from") or {}).get("family") in (None, *done)]
         if not ready:

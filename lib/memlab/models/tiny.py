@@ -8,7 +8,7 @@ One model = one folder::
     <out>/membership.json       exactly which document ids were trained on (members) / held out (nonmembers)
     <out>/train_log.jsonl       one line per epoch: mean training loss, tokens, seconds
     <out>/state.pt              optimizer state after the last finished epoch (for resume)
-    <out>/done.json             written last; its presence means the model is complete
+    <out>/done.json             written last; its presence means the model is complete (+ final_loss)
 
 Determinism: the tokenizer, the initial weights (``torch.manual_seed(seed)``) and every epoch's data order
 (a generator seeded with ``(seed, epoch)``) depend only on the spec, there is no dropout, and we train with
@@ -84,6 +84,7 @@ class TrainSpec:
     init_from: str | None = None
     tokenizer_on: str = "members"  # "members" | "all" (members + nonmembers)
     meta: dict = field(default_factory=dict)
+    record: dict = field(default_factory=dict)  # extra membership.json keys (lineage, split hygiene); not hashed
 
     @property
     def members(self) -> list[Document]:
@@ -209,11 +210,15 @@ def _write_json(path: Path, obj) -> None:
 
 
 def membership_record(spec: TrainSpec) -> dict:
+    """membership.json: this model's own members (ids, text hashes, mixture) and nonmembers, plus
+    ``spec.record`` (for zoo families: ``lineage`` = the members of every family it continues from,
+    ``training_ids`` = all of them, ``split`` + ``nonmember_overlap`` = split hygiene; memlab.models.zoo)."""
     return {
         "members": [d.id for d in spec.members],
         "nonmembers": [d.id for d in spec.nonmembers],
         "sha256": {d.id: d.sha256 for d in spec.members + spec.nonmembers},
         "mixture": [{"ids": [d.id for d in docs], "weight": w} for docs, w in spec.member_groups],
+        **spec.record,
     }
 
 
@@ -234,6 +239,7 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
     fp = spec.fingerprint()
     spec_file = out / "spec.json"
     if is_done(out) and json.loads((out / "done.json").read_text()).get("fingerprint") == fp:
+        _write_json(out / "membership.json", membership_record(spec))  # the record may have grown keys
         return out
     if spec_file.exists() and json.loads(spec_file.read_text()).get("fingerprint") != fp:
         # the folder holds (part of) a model trained from another spec: never mix epochs of two specs
@@ -334,7 +340,9 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
 
     _atomic_copytree(_epoch_dir(out, spec.epochs), out / "final")
     n_params = sum(p.numel() for p in model.parameters())
+    last = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines() if x.strip()][-1]
     _write_json(out / "done.json", {"fingerprint": fp, "epochs": spec.epochs, "params": n_params,
-                                    "tokens_per_epoch": blocks_per_epoch * spec.seq_len})
+                                    "tokens_per_epoch": blocks_per_epoch * spec.seq_len,
+                                    "final_loss": last["loss"]})
     (out / "state.pt").unlink(missing_ok=True)  # optimizer state is only needed to resume
     return out

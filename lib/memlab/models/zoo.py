@@ -21,9 +21,22 @@ Family file format (every key except ``members`` and ``sizes`` has a default)::
       s: {hidden: 64, layers: 2, heads: 2, ffn: 256}
     train: {epochs: 10, seq_len: 128, batch_size: 8, lr: 3.0e-3, min_lr_ratio: 0.1, warmup_steps: 10,
             weight_decay: 0.0, seed: 0, threads: 1}
+    train_by_size:               # optional per-size overrides of `train` (any key but epochs), part of
+      l: {lr: 1.5e-3}            # the spec fingerprint: sizes trained to comparable final loss
     init_from: null              # or {family: kjv, epoch: final}: continue training each size from that
                                  # family's same-named size (its weights, architecture and tokenizer);
                                  # ``epoch`` = an int or "final"; ``size`` pins one source size for all.
+    split: {max_shared_8gram: 0.05}   # split-hygiene limit (default 0.05), see below
+
+Split hygiene (checked by every build before any training, :meth:`Family.check_split`): for each non-member
+the *shared word n-gram fraction* (:mod:`memlab.data.overlap`; n = 6 and 8) against the family's whole
+training text — its members and the members of every family it continues from via ``init_from``,
+recursively — is written to each size's ``membership.json`` (``nonmember_overlap``), with the closest
+training document; a non-member whose 8-gram fraction exceeds ``split.max_shared_8gram`` stops the build
+with one line naming it, its closest training document and the fraction. The default 0.05 was set from the
+measured maxima of every family in conf/zoo (clean families: <= 0.009 shared 8-grams; the near copy Psalm 53
+of member Psalm 14: 0.28). ``membership.json`` also lists the ancestors' members (``lineage``) and
+``training_ids`` (= :meth:`Family.training_ids`), so a fine-tuned model's ground truth is complete.
 
 API::
 
@@ -33,6 +46,11 @@ API::
     fam.members, fam.nonmembers     # list[Document] with split="member" / "nonmember"
     fam.tokenizer_dir               # the family's tokenizer (shared by every size)
     fam.model_cfg("m", epoch=3)     # a conf/model-style dict for memlab.backends.factory.build_backend
+    fam.lineage()                   # [Family, ...]: the families it continues from, nearest first
+    fam.training_ids()              # every document id any of its models was trained on (lineage included)
+    fam.split_overlap()             # {nonmember id: Overlap(ngram6, ngram8, closest)}; fam.check_split()
+    fam.train_for("l")              # the size's training settings (train + train_by_size)
+    fam.final_loss("l")             # mean training loss of the size's last epoch (train_log.jsonl)
 """
 
 from __future__ import annotations
@@ -54,7 +72,9 @@ MODELS_DIR = REPO_ROOT / "models"
 TRAIN_DEFAULTS = dict(epochs=10, seq_len=128, batch_size=8, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                       weight_decay=0.0, seed=0, threads=1)
 _GROUP_KEYS = {"corpus", "options", "ids", "patterns", "exclude", "count", "seed", "weight"}
-_TOP_KEYS = {"name", "description", "members", "nonmembers", "tokenizer", "sizes", "train", "init_from"}
+_TOP_KEYS = {"name", "description", "members", "nonmembers", "tokenizer", "sizes", "train", "train_by_size",
+             "init_from", "split"}
+SPLIT_DEFAULTS = dict(max_shared_8gram=0.05)
 
 
 def family_files(zoo_dir: str | Path = ZOO_DIR) -> dict[str, Path]:
@@ -121,6 +141,107 @@ class Family:
     @property
     def epochs(self) -> int:
         return int(self.train_cfg["epochs"])
+
+    def train_for(self, size: str) -> dict:
+        """Training settings of ``size``: ``train`` (with defaults) overridden by ``train_by_size[size]``."""
+        by_size = self.cfg.get("train_by_size") or {}
+        unknown = set(by_size) - set(self.cfg["sizes"])
+        if unknown:
+            raise ConfigError(f"zoo family {self.name!r}: train_by_size names unknown sizes {sorted(unknown)}; "
+                              f"sizes: {', '.join(self.sizes)}")
+        over = dict(by_size.get(size) or {})
+        bad = set(over) - (set(TRAIN_DEFAULTS) - {"epochs"})
+        if bad:
+            raise ConfigError(f"zoo family {self.name!r}: train_by_size.{size} may set "
+                              f"{sorted(set(TRAIN_DEFAULTS) - {'epochs'})} (epochs are shared by every size); "
+                              f"got {sorted(bad)}")
+        return {**self.train_cfg, **over}
+
+    def final_loss(self, size: str) -> float:
+        """Mean training loss over the last epoch of ``size`` (its train_log.jsonl; raises if not built)."""
+        import json
+
+        log = self.model_dir(size) / "train_log.jsonl"
+        if not log.exists():
+            raise MissingSourceError(f"model {self.model_dir(size)} is not built; run "
+                                     f"`python -m memlab.models.build --only {self.name}`")
+        by_epoch = {}
+        for line in log.read_text().splitlines():  # a resumed epoch appears twice: the last line wins
+            if line.strip():
+                row = json.loads(line)
+                by_epoch[int(row["epoch"])] = float(row["loss"])
+        return by_epoch[max(by_epoch)]
+
+    # ---- lineage and split hygiene ----------------------------------------------------------------------
+    def lineage(self) -> list["Family"]:
+        """The families this one continues from (``init_from``, recursively), nearest first."""
+        out: list[Family] = []
+        fam: Family = self
+        while (fam.cfg.get("init_from") or {}).get("family"):
+            fam = load_family(fam.cfg["init_from"]["family"], self.zoo_dir, self.models_dir)
+            if fam.name == self.name or fam.name in {f.name for f in out}:
+                raise ConfigError(f"zoo: init_from cycle through {fam.name!r}")
+            out.append(fam)
+        return out
+
+    def training_docs(self) -> list[Document]:
+        """Every document any model of this family was trained on: its members, then each ancestor's."""
+        seen: dict[str, Document] = {}
+        for fam in [self, *self.lineage()]:
+            for d in fam.members:
+                seen.setdefault(d.id, d)
+        return list(seen.values())
+
+    def training_ids(self) -> list[str]:
+        """Ids of :meth:`training_docs` (the complete ground truth of a fine-tuned model)."""
+        return [d.id for d in self.training_docs()]
+
+    @property
+    def split_cfg(self) -> dict:
+        cfg = {**SPLIT_DEFAULTS, **(self.cfg.get("split") or {})}
+        if set(cfg) != set(SPLIT_DEFAULTS):
+            raise ConfigError(f"zoo family {self.name!r}: `split` takes only {sorted(SPLIT_DEFAULTS)}; "
+                              f"got {sorted(self.cfg.get('split') or {})}")
+        return cfg
+
+    @cached_property
+    def _overlap(self) -> dict:
+        from memlab.data.overlap import NgramIndex
+
+        idx = NgramIndex(self.training_docs())
+        return {d.id: idx.overlap(d) for d in self.nonmembers}
+
+    def split_overlap(self) -> dict:
+        """{nonmember id: :class:`memlab.data.overlap.Overlap`} against :meth:`training_docs` (no training)."""
+        return dict(self._overlap)
+
+    def check_split(self) -> dict:
+        """Refuse (one-line ConfigError) a non-member above ``split.max_shared_8gram``; returns the overlaps."""
+        limit = float(self.split_cfg["max_shared_8gram"])
+        over = self.split_overlap()
+        bad = sorted(((o.ngram8, i) for i, o in over.items() if o.ngram8 > limit), reverse=True)
+        if bad:
+            frac, doc_id = bad[0]
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise ConfigError(
+                f"zoo family {self.name!r}: non-member {doc_id} shares {frac:.1%} of its word 8-grams with the "
+                f"training text (closest training document: {over[doc_id].closest}; limit "
+                f"split.max_shared_8gram = {limit:g}){more}; fix: hold out another document, or raise the "
+                f"limit in conf/zoo/{self.name}.yaml with a comment saying why")
+        return over
+
+    def membership_extra(self) -> dict:
+        """What membership.json records beyond the model's own members: lineage and split hygiene."""
+        from memlab.data.overlap import METRIC
+
+        return {
+            "lineage": [{"family": f.name, "members": [d.id for d in f.members],
+                         "sha256": {d.id: d.sha256 for d in f.members}} for f in self.lineage()],
+            "training_ids": self.training_ids(),
+            "split": {"metric": METRIC, "reference": "training_ids", **self.split_cfg},
+            "nonmember_overlap": {i: {"ngram6": round(o.ngram6, 6), "ngram8": round(o.ngram8, 6),
+                                      "closest_member": o.closest} for i, o in self.split_overlap().items()},
+        }
 
     def model_dir(self, size: str) -> Path:
         if size not in self.cfg["sizes"]:
@@ -208,7 +329,7 @@ class Family:
     def spec(self, size: str):
         from memlab.models.tiny import Arch, TrainSpec
 
-        t = self.train_cfg
+        t = self.train_for(size)
         tok = self.cfg.get("tokenizer") or {}
         init = self.init_dir(size)
         arch = None if init else Arch(**{k: int(v) for k, v in self.cfg["sizes"][size].items()})
@@ -218,12 +339,14 @@ class Family:
                          lr=float(t["lr"]), min_lr_ratio=float(t["min_lr_ratio"]),
                          warmup_steps=int(t["warmup_steps"]), weight_decay=float(t["weight_decay"]),
                          seed=int(t["seed"]), threads=int(t["threads"]), init_from=init,
-                         meta={"family": self.name, "size": size})
+                         meta={"family": self.name, "size": size}, record=self.membership_extra())
 
     def build(self, size: str, progress: bool = True) -> Path:
-        """Train one size if missing (resumes a killed build); writes the family-level records too."""
+        """Train one size if missing (resumes a killed build); writes the family-level records too. Refuses
+        (before any training) a split whose non-members overlap the training text (:meth:`check_split`)."""
         from memlab.models.tiny import train
 
+        self.check_split()
         out = train(self.spec(size), self.model_dir(size), progress=progress)
         self.write_records(out / "tokenizer")
         return out
