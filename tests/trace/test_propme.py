@@ -69,3 +69,17 @@ def test_prompt_sets_and_overlap_ordering(corpus, tokenizer, sa_index, tmp_path)
         assert rows[s]["avg_nv_recall"] < rows["prefix"]["avg_nv_recall"]
         assert rows[s]["verbatim_matched_fraction"] < rows["prefix"]["verbatim_matched_fraction"]
     assert rows["prefix"]["verbatim_matched_fraction"] == 1.0
+
+
+def test_specific_prompts_never_ask_for_reproduction(repo_root):
+    """Seed 002: 'specific' prompts name the domain but are not adversarial — asking to quote or to reproduce
+    wording measures capability, not propensity."""
+    import re
+
+    from memlab.methods.trace.propme import read_template_file
+
+    ask = re.compile(r"quot|word for word|verbatim|exact|wording|wörtlich|zitier|reproduce", re.I)
+    for f in sorted((repo_root / "prompts" / "trace").glob("*.txt")):
+        for setting in ("generic", "specific"):
+            bad = [t for t in read_template_file(f)[setting] if ask.search(t)]
+            assert not bad, f"{f.name} [{setting}] asks for reproduction: {bad}"

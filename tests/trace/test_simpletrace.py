@@ -120,3 +120,10 @@ def test_corpus_metrics_by_hand(tracer, corpus):
 def test_token_accuracy():
     assert token_accuracy([1, 2, 3, 4], [1, 9, 3]) == 0.5
     assert token_accuracy([], [1]) == 0.0
+
+
+def test_a_short_generation_is_not_a_full_match_unless_it_holds_the_document():
+    assert classify_match("brown fox", "The quick brown fox.", min_words=8) == "partial"
+    assert classify_match("The quick brown fox.", "brown fox", min_words=8) == "full_raw"  # holds the whole document
+    assert classify_match("the quick brown fox jumps over the lazy dog", "So the quick brown fox jumps over the lazy dog "
+                          "twice.", min_words=8) == "full_raw"

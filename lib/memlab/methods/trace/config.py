@@ -15,6 +15,7 @@ class TraceConfig:
     k_frac: float = field(metadata=check(gt=0, le=1))
     doc_cap: int = field(metadata=check(ge=1))
     min_span_tokens: int = field(metadata=check(ge=1))
+    min_full_match_words: int = field(metadata=check(ge=1))
     n_tokens: int = field(metadata=check(ge=1))
     nv_recall_threshold: float = field(metadata=check(ge=0, le=1))
     propensity_eps: float = field(metadata=check(gt=0, le=1))
@@ -25,4 +26,5 @@ class TraceConfig:
         """A :class:`~memlab.methods.trace.simpletrace.Tracer` over ``index`` with these settings."""
         from memlab.methods.trace.simpletrace import Tracer
 
-        return Tracer(index, tokenizer, k_frac=self.k_frac, doc_cap=self.doc_cap, min_span_tokens=self.min_span_tokens)
+        return Tracer(index, tokenizer, k_frac=self.k_frac, doc_cap=self.doc_cap, min_span_tokens=self.min_span_tokens,
+                      min_full_match_words=self.min_full_match_words)

@@ -155,17 +155,20 @@ def words(text: str) -> list[str]:
     return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-def classify_match(generation: str, document: str, normalized_document: str | None = None) -> str:
+def classify_match(generation: str, document: str, normalized_document: str | None = None, *,
+                   min_words: int = 1) -> str:
     """``full_raw`` if one stripped text contains the other verbatim (the generation is entirely
     training text, or it reproduces a whole document); ``full_normalized`` if that holds after
-    :func:`normalize_text`; else ``partial``. ``normalized_document`` may pass a cached
-    ``normalize_text(document)``."""
+    :func:`normalize_text`; else ``partial``. A generation of fewer than ``min_words`` words counts as a full match
+    only when it contains the whole document (a one-word answer found in a document is not a full match).
+    ``normalized_document`` may pass a cached ``normalize_text(document)``."""
     g, d = generation.strip(), document.strip()
-    if g and d and (g in d or d in g):
+    long_enough = len(words(g)) >= min_words
+    if g and d and ((g in d and long_enough) or d in g):
         return "full_raw"
     gn = normalize_text(g)
     dn = normalized_document if normalized_document is not None else normalize_text(d)
-    if gn and dn and (gn in dn or dn in gn):
+    if gn and dn and ((gn in dn and long_enough) or dn in gn):
         return "full_normalized"
     return "partial"
 
@@ -226,7 +229,7 @@ class Tracer:
 
     def __init__(self, index: TokenIndex, tokenizer, *, k_frac: float = 0.05, doc_cap: int = 10,
                  max_scan: int = 1000, min_span_tokens: int = 1, word_boundaries: bool = True,
-                 on_empty: str = "error"):
+                 on_empty: str = "error", min_full_match_words: int = 1):
         index.check_tokenizer(tokenizer)
         if not getattr(tokenizer, "is_fast", False):
             raise MemlabError("SimpleTrace needs a fast (Rust) tokenizer for character offsets; "
@@ -238,6 +241,7 @@ class Tracer:
         self.index, self.tok = index, tokenizer
         self.k_frac, self.doc_cap, self.max_scan = k_frac, doc_cap, max_scan
         self.min_span_tokens, self.word_boundaries, self.on_empty = min_span_tokens, word_boundaries, on_empty
+        self.min_full_match_words = min_full_match_words
         self._docs: dict[int, tuple[str, str]] = {}
         total = max(int(index.unigram.sum()), 1)
         with np.errstate(divide="ignore"):
@@ -309,7 +313,8 @@ class Tracer:
             anchor = max(sps, key=lambda sp: (sp.length, -sp.start))
             doc_char = doc_text.find(anchor.text)
             nv, ref = nv_stats(text, doc_text, offsets[anchor.start][0], max(doc_char, 0))
-            docs.append(DocMatch(doc_ix=d, doc_id=self.index.doc_id(d), kind=classify_match(text, doc_text, doc_norm),
+            docs.append(DocMatch(doc_ix=d, doc_id=self.index.doc_id(d), kind=classify_match(text, doc_text, doc_norm,
+                                                                                      min_words=self.min_full_match_words),
                                  n_spans=len(sps), nv=nv, reference_text=ref))
         # step 4: merge
         segments = merge_spans([(sp.start, sp.end) for sp in spans])

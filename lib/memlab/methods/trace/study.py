@@ -13,14 +13,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from memlab.data.sampling import load_spec
+from memlab.data.sampling import load_spec, sample_docs
 from memlab.methods.trace import plots
 from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import (prompt_overlap, propensity_rows, run_propme, span_length_frame,
                                              summary_rows)
 from memlab.methods.trace.index import BACKENDS
 from memlab.methods.trace.index.cache import cached_index, external_corpus, tokenizer_for
-from memlab.methods.trace.validation import validate
+from memlab.methods.trace.validation import negative_control, validate
 from memlab.results import StudyResult
 from memlab.schema import check
 
@@ -34,6 +34,7 @@ class ValidationParams:
     tokenizer: str | None            # None = byte-level BPE trained on the corpus; or an HF tokenizer folder
     vocab_size: int = field(metadata=check(ge=256))
     n_docs: int = field(metadata=check(ge=1))
+    n_negatives: int = field(metadata=check(ge=1))   # documents held out of each index: the negative control
     partial_tokens: int = field(metadata=check(ge=1))
 
 
@@ -97,27 +98,37 @@ def generation_frame(traces, keys):
 
 def validation(method: TraceConfig, p: ValidationParams, catalog=None) -> StudyResult:
     """Retrieval, exact-match and pass rates of whole-document and partial queries, per corpus and index backend
-    (seed 002 Table 5 analog). No model involved."""
+    (seed 002 Table 5 analog), and a negative control: ``n_negatives`` documents held out of each index are queried
+    the same way and must not come back as exact matches. No model involved."""
     import pandas as pd
 
-    res, rows, summary, builds = StudyResult(), [], [], []
+    res, rows, summary, builds, neg_rows, neg_summary = StudyResult(), [], [], [], [], []
     for spec in p.corpora:
         docs = load_spec(spec)
+        held = sample_docs(docs, p.n_negatives, f"{method.seed}:negatives")
+        docs = [d for d in docs if d.id not in {h.id for h in held}]
         tok = tokenizer_for(p.tokenizer, docs, method.index_root, vocab_size=p.vocab_size)
         for backend in p.backends:
             index = cached_index(docs, tok, method.index_root, backend=backend, label=spec["label"])
             # sizes only: build times vary run to run (tables must not); `make bench` measures build speed
             builds.append({"corpus": spec["label"], "backend": backend, "docs": index.n_docs, "tokens": index.n_tokens})
-            r, s = validate(method.tracer(index, tok), p.n_docs, p.partial_tokens, method.seed)
+            tracer = method.tracer(index, tok)
+            r, s = validate(tracer, p.n_docs, p.partial_tokens, method.seed)
             rows += [{"corpus": spec["label"], "backend": backend, **x} for x in r]
             summary += [{"corpus": spec["label"], "backend": backend, **x} for x in s]
+            r, s = negative_control(tracer, held, p.partial_tokens)
+            neg_rows += [{"corpus": spec["label"], "backend": backend, **x} for x in r]
+            neg_summary += [{"corpus": spec["label"], "backend": backend, **x} for x in s]
     res.table("index_builds", pd.DataFrame(builds))
     summary = res.table("validation", pd.DataFrame(summary))
+    negatives = res.table("negative_control", pd.DataFrame(neg_summary))
+    res.table("negative_control_queries", pd.DataFrame(neg_rows), show=False)
     queries = res.table("validation_queries", pd.DataFrame(rows), show=False)
     res.table("failed_queries", queries[~(queries.retrieved & queries.exact_match)])
     res.metric(min_retrieval_rate=float(summary.retrieval_rate.min()),
                min_exact_match_rate=float(summary.exact_match_rate.min()),
-               min_pass_rate=float(summary.pass_rate.min()), queries=int(len(queries)))
+               min_pass_rate=float(summary.pass_rate.min()), queries=int(len(queries)),
+               max_false_exact_match_rate=float(negatives.false_exact_match_rate.max()))
     res.metric(seed=method.seed)  # bootstrap seed of the paper-vs-ours rules (memlab.methods.trace.claims)
     return res
 

@@ -19,30 +19,49 @@ def _word_start(text: str, offsets, j: int) -> bool:
     return j == 0 or c == 0 or text[c - 1].isspace() or text[c].isspace()
 
 
+def query_windows(text: str, tok, partial_tokens: int) -> list[tuple[str, str]]:
+    """(query type, text): the full text, and three ``partial_tokens``-token windows (start, middle, end) snapped to
+    word starts/ends and cut from the raw text (the leading space kept, so the window tokenizes as it does inside
+    the document)."""
+    out = [("full", text)]
+    off = tok(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+    n = len(off)
+    w = min(partial_tokens, n)
+    for qt, a0 in (("partial_start", 0), ("partial_middle", (n - w) // 2), ("partial_end", n - w)):
+        a = a0
+        while a < n - 1 and not _word_start(text, off, a):
+            a += 1
+        e = min(a + w, n)  # exclusive token end; snap back to a word end
+        while e > a + 1 and e < n and not _word_start(text, off, e):
+            e -= 1
+        c0 = off[a - 1][1] if a > 0 else 0
+        out.append((qt, text[c0:off[e - 1][1]]))
+    return out
+
+
 def validation_queries(tracer: Tracer, n_docs: int, partial_tokens: int, seed: int) -> list[dict]:
-    """For ``n_docs`` documents drawn from the index: the full text, and three ``partial_tokens``-token
-    windows (start, middle, end) snapped to word starts/ends and cut from the raw text (the leading space
-    kept, so the window tokenizes as it does inside the document)."""
-    index, tok = tracer.index, tracer.tok
+    """For ``n_docs`` documents drawn from the index: :func:`query_windows` of each."""
+    index = tracer.index
     rng = random.Random(f"{seed}:validation")
     picks = sorted(rng.sample(range(index.n_docs), min(n_docs, index.n_docs)))
-    out = []
-    for d in picks:
-        text = index.doc_text(d)
-        out.append({"doc_ix": d, "query_type": "full", "text": text})
-        off = tok(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
-        n = len(off)
-        w = min(partial_tokens, n)
-        for qt, a0 in (("partial_start", 0), ("partial_middle", (n - w) // 2), ("partial_end", n - w)):
-            a = a0
-            while a < n - 1 and not _word_start(text, off, a):
-                a += 1
-            e = min(a + w, n)  # exclusive token end; snap back to a word end
-            while e > a + 1 and e < n and not _word_start(text, off, e):
-                e -= 1
-            c0 = off[a - 1][1] if a > 0 else 0
-            out.append({"doc_ix": d, "query_type": qt, "text": text[c0:off[e - 1][1]]})
-    return out
+    return [{"doc_ix": d, "query_type": qt, "text": t} for d in picks
+            for qt, t in query_windows(index.doc_text(d), tracer.tok, partial_tokens)]
+
+
+def negative_control(tracer: Tracer, docs, partial_tokens: int) -> tuple[list[dict], list[dict]]:
+    """Queries from documents that are NOT in the index: per query, whether a kept span covers the whole query
+    (a false exact match) and how many documents came back; per query type, the false exact-match rate (should be
+    ≈ 0; near-duplicate documents in the corpus are the legitimate exception)."""
+    queries = [{"doc_id": d.id, "query_type": qt, "text": t} for d in docs
+               for qt, t in query_windows(d.text, tracer.tok, partial_tokens)]
+    traces = tracer.trace([q["text"] for q in queries])
+    rows = [{"doc_id": q["doc_id"], "query_type": q["query_type"], "query_tokens": tr.n_tokens,
+             "false_exact_match": any(sp.start == 0 and sp.end == tr.n_tokens for sp in tr.spans),
+             "docs_returned": len(tr.docs), "longest_span": tr.longest_span} for q, tr in zip(queries, traces)]
+    summary = [{"query_type": qt, "queries": len(sel), "false_exact_match_rate": float(np.mean(
+        [r["false_exact_match"] for r in sel])), "mean_longest_span": float(np.mean([r["longest_span"] for r in sel]))}
+        for qt in QUERY_TYPES if (sel := [r for r in rows if r["query_type"] == qt])]
+    return rows, summary
 
 
 def validate(tracer: Tracer, n_docs: int, partial_tokens: int, seed: int,

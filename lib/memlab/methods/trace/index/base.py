@@ -50,11 +50,18 @@ def token_dtype_for(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size < 0xFFFF else np.dtype(np.uint32)
 
 
+ENCODE_BATCH = 512  # texts per batched call of the fast tokenizer (bounded memory, same ids as one call per text)
+
+
 def encode_texts(tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
-    """Token ids of each text, without special tokens (the same call is used for corpus and generations)."""
+    """Token ids of each text, without special tokens (the same call is used for corpus and generations). Texts go to
+    the tokenizer in batches of ``ENCODE_BATCH`` (a fast tokenizer encodes a batch in Rust, in parallel when
+    ``TOKENIZERS_PARALLELISM`` allows); the ids are those of encoding each text alone."""
     out = []
-    for t in texts:
-        out.append(np.asarray(tokenizer(t, add_special_tokens=False, verbose=False)["input_ids"], dtype=np.int64))
+    for i in range(0, len(texts), ENCODE_BATCH):
+        batch = list(texts[i:i + ENCODE_BATCH])
+        for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
+            out.append(np.asarray(ids, dtype=np.int64))
     return out
 
 
