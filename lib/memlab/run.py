@@ -198,7 +198,16 @@ def _html(nb_path: Path) -> None:
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # "alternative text is missing": not the user's to fix
 
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(str(nb_path), as_version=4))
-    nb_path.with_suffix(".html").write_text(body, encoding="utf-8")
+    nb_path.with_suffix(".html").write_text(offline_html(body), encoding="utf-8")
+
+
+_REMOTE_SCRIPT = re.compile(r"<script[^>]*\ssrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
+
+
+def offline_html(body: str) -> str:
+    """The executed notebook's HTML without the scripts nbconvert loads from CDNs (require.js, MathJax): the page
+    is static (outputs are already rendered) and must open offline, from a report archive, with no request."""
+    return _REMOTE_SCRIPT.sub("", body)
 
 
 def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:

@@ -119,3 +119,20 @@ def test_no_network_is_one_line(micro_zoo, tmp_path):
     assert r.returncode == 2, r.stderr[-2000:]
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "127.0.0.1" in lines[0] and "loopback" in lines[0], r.stderr
+
+
+def test_executed_notebook_html_loads_nothing_remote(tmp_path):
+    """The run's .html opens offline (report archive): nbconvert's CDN scripts (require.js, MathJax) are dropped."""
+    import re
+
+    import nbformat
+
+    from memlab.run import _html
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
+    path = tmp_path / "x.ipynb"
+    nbformat.write(nb, str(path))
+    _html(path)
+    html = path.with_suffix(".html").read_text()
+    assert "print" in html
+    assert not re.search(r"<script[^>]*\ssrc=\"https?://", html)
