@@ -147,6 +147,7 @@ class TargetConfig:
     price_in: float = field(metadata=check(ge=0))              # USD / 1M tokens (App. V); local runs cost 0
     price_out: float = field(metadata=check(ge=0))
     categories: list[str] | None = field(metadata=check(choices=CATEGORIES))   # null = every category
+    events_per_book: int | None = field(metadata=check(ge=1))  # of the shared books (null = max_events_per_book)
     membership: Membership | None
 
 

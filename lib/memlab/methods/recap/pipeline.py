@@ -433,13 +433,17 @@ class RecapRunner:
             "price_in": self.t.price_in, "price_out": self.t.price_out,
         }
 
-    def run(self, books: Sequence[Book], *, progress: bool = True) -> list[dict]:
+    def run(self, books: Sequence[Book], *, progress: bool = True,
+            events_per_book: dict[str, int | None] | None = None) -> list[dict]:
         """Run every not-yet-recorded event of ``books`` (chunks of ``batch_events`` events, across books, in
-        order); returns this target's records of these books — ok ones and errors (scored 0 by the tables)."""
+        order; ``events_per_book``: {book id: the first n events only}); returns this target's records of these
+        books — ok ones and errors (scored 0 by the tables)."""
         for b in books:
             if not b.events:
                 log.warning("book %s has no events (empty or shorter than one event); nothing to extract", b.id)
-        todo = [(b, e) for b in books for e in b.events if not self.store.done(self.t.name, b.id, e.id)]
+        cap = events_per_book or {}
+        todo = [(b, e) for b in books for e in b.events[:cap.get(b.id)]
+                if not self.store.done(self.t.name, b.id, e.id)]
         bs = max(1, int(self.s.batch_events))
         bar = tqdm(total=len(todo), desc=f"RECAP {self.t.name}", disable=not progress or not todo)
         for i in range(0, len(todo), bs):
@@ -467,9 +471,10 @@ class RecapRunner:
         return [r for r in self.store.rows(status=None) if r["target"] == self.t.name and r["book_id"] in ids]
 
 
-def run_books(runner: RecapRunner, books: Sequence[Book], *, progress: bool = True) -> list[dict]:
+def run_books(runner: RecapRunner, books: Sequence[Book], *, progress: bool = True,
+              events_per_book: dict[str, int | None] | None = None) -> list[dict]:
     """All events of ``books`` on the runner's target (see :meth:`RecapRunner.run`)."""
-    return runner.run(books, progress=progress)
+    return runner.run(books, progress=progress, events_per_book=events_per_book)
 
 
 def make_memscore_fn(parrot_cfg, cache_dir: str | Path | None, *, stem: bool = True):
