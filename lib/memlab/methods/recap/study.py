@@ -23,7 +23,7 @@ from memlab.data.echotrace import Book, coverage_report, echotrace_mini
 from memlab.errors import MissingSourceError
 from memlab.methods.recap import evaluate as E
 from memlab.methods.recap import plots
-from memlab.methods.recap.agents import FeedbackAgent, Jailbreaker, VerbatimVerifier
+from memlab.methods.recap.agents import ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier
 from memlab.methods.recap.config import RecapConfig
 from memlab.methods.recap.extraction import ExtractionAgent
 from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, make_memscore_fn, run_books
@@ -53,13 +53,16 @@ def build_agents(method: RecapConfig, llm=None) -> tuple[SectionSummaryAgent, Ag
     prompts = Prompts(method.prompts_dir)
     summary = SectionSummaryAgent(llm=llm if sm.use_llm else None, prompts=prompts, max_new_tokens=tokens.summary,
                                   target_words=sm.target_words, min_words=sm.min_words, ngram_guard=ag.ngram_guard,
-                                  n_characters=sm.n_characters, n_keywords=sm.n_keywords)
+                                  n_characters=sm.n_characters, n_keywords=sm.n_keywords,
+                                  temperature=sm.temperature)
     agents = Agents(
         verifier=VerbatimVerifier(llm=llm, prompts=prompts, max_new_tokens=tokens.verifier,
-                                  min_words=ag.verifier_min_words, max_echo=ag.verifier_max_echo),
+                                  min_words=ag.verifier_min_words, max_echo=ag.verifier_max_echo,
+                                  judge_rule=ag.refusal_judge, keyword_rule=ag.refusal_keywords),
         jailbreaker=Jailbreaker(llm=llm, prompts=prompts, max_new_tokens=tokens.jailbreak, mode=ag.jailbreak),
         feedback=FeedbackAgent(llm=llm, prompts=prompts, max_new_tokens=tokens.feedback, ngram_guard=ag.ngram_guard,
-                               max_retries=ag.max_retries))
+                               max_retries=ag.max_retries),
+        judge=ContaminationJudge(llm=llm, prompts=prompts, max_new_tokens=tokens.verifier))
     return summary, agents
 
 
@@ -72,7 +75,11 @@ def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_pe
             if left is not None and left <= 0:
                 ch.events = []
                 continue
+            before = (summary.tokens_in, summary.tokens_out)
             ch.events = summary.segment(ch, b.title)
+            # the LLM summary agent's tokens for this chapter (shared by its events in the cost table)
+            b.meta.setdefault("summary_usage", {})[ch.id] = [summary.tokens_in - before[0],
+                                                            summary.tokens_out - before[1]]
             segmented += sum(len(e.text.split()) for e in ch.events)
             if left is not None:
                 ch.events = ch.events[:left]
@@ -138,14 +145,19 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
             with ExitStack() as stack:
                 ex = ExtractionAgent(backend=_open(catalog, t.model, stack), style=t.prompt_style,
                                      prompts=summary.prompts, max_new_tokens=t.max_new_tokens,
-                                     tokens_per_word=t.tokens_per_word, max_context_tokens=t.max_context_tokens,
-                                     seed=method.seed)
+                                     budget_factor=t.budget_factor, tokens_per_word=t.tokens_per_word,
+                                     max_context_tokens=t.max_context_tokens,
+                                     min_prompt_tokens=t.min_prompt_tokens, seed=method.seed)
                 runner = RecapRunner(Target(name, ex, t.price_in, t.price_out, membership), agents, rs, store,
                                      memscore_fn=memscore_fn)
                 shared = [b for b in books if t.categories is None or b.category in t.categories]
-                run_books(runner, shared + extra, progress=progress)
+                run_books(runner, shared + extra, progress=progress,
+                          events_per_book={b.id: t.events_per_book for b in shared})
             if ex.truncated:
                 notes.append(f"target {name}: {ex.truncated} prompts cut from the left to fit the context")
+            if ex.budget_capped:
+                notes.append(f"target {name}: {ex.budget_capped} output budgets below {t.budget_factor} × gold "
+                             f"tokens (the context of {ex.max_context_tokens} tokens is the cap)")
     records = store.rows(status=None)
     errors = [r for r in records if r.get("status") != "ok"]
     if errors:
@@ -154,6 +166,7 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
         log.warning("RECAP: %s", note)
     return {"books": list(all_books.values()), "notes": notes, "coverage": coverage_report(all_books.values()),
             "records": [r for r in records if r.get("status") == "ok"], "errors": errors, "store": store.path,
+            "all_records": records,  # ok + error events (errors are scored 0 by the tables)
             "agent_stats": {"verifier_llm_failures": agents.verifier.errors,
                             "feedback_llm_failures": agents.feedback.errors,
                             "feedback_leak_rejections": agents.feedback.leak_rejections,
@@ -166,7 +179,7 @@ def _benchmark(method: RecapConfig, catalog, out_dir, res: StudyResult, progress
 
     run = run_recap(method, catalog, out_dir, progress=progress)
     res.table("coverage", pd.DataFrame(run["coverage"]))
-    df = E.events_frame(run["records"])
+    df = E.events_frame(run["all_records"])
     return run, df, E.book_scores(df, method.recap.score_variant)
 
 
@@ -185,22 +198,29 @@ def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Pa
     res.figure("passages_per_book", plots.passages_per_book(ppb, tol))
     sweep = res.table("tolerance_sweep", E.tolerance_sweep(books), show=False)
     res.figure("tolerance_sweep", plots.tolerance_sweep(sweep))
-    mem = res.table("membership", E.membership_table(books, tolerance=tol))
+    mem = res.table("membership", E.membership_table(books, tolerance=tol, n_resamples=method.bootstrap.n_resamples,
+                                                     seed=method.seed))
     ag = method.agents
-    res.table("cost", E.cost_table(df, agent_price_in=ag.price_in, agent_price_out=ag.price_out,
-                                   agent_output_tokens_per_call=ag.output_tokens_per_call))
+    res.table("cost", E.cost_table(df, agent_price_in=ag.price_in, agent_price_out=ag.price_out))
+    res.table("cost_by_stage", E.cost_by_stage(run["records"]), show=False)
+    res.table("events", E.events_table(df, rs.score_variant), show=False)
 
-    def cell(cat, m, target):
-        x = books[(books.category == cat) & (books.method == m) & (books.target == target)]["rouge_l"]
+    def cell(grp, m, target):
+        x = books[(books.group == grp) & (books.method == m) & (books.target == target)]["rouge_l"]
         return float(x.mean()) if len(x) else None
 
-    targets, cats = books.target.unique(), books.category.unique()
-    numbers = {f"rouge_l/{t}/{c}/{m}": cell(c, m, t) for t in targets for c in cats for m in E.METHODS}
+    # metrics.json: the PLAIN mean over books (table3.csv prints the bootstrap mean ± sd [CI]); the tiny model's
+    # books split into "<category> (members)" / "(non-members)" groups, as in the tables
+    targets, grps = books.target.unique(), books.group.unique()
+    slug = {g: g.replace(" (", "/").rstrip(")") for g in grps}   # "public_domain (members)" -> public_domain/members
+    numbers = {f"rouge_l/{t}/{slug[g]}/{m}": cell(g, m, t) for t in targets for g in grps for m in E.ROWS
+               if cell(g, m, t) is not None}
+    numbers["rouge_l_statistic"] = "plain mean over books of the book token-weighted ROUGE-L"
     numbers.update({f"passages_m{tol}/{t}/{m}": int(books[(books.target == t) & (books.method == m)][f"passages_m{tol}"]
                                                     .sum()) for t in targets for m in E.METHODS})
     for r in mem.itertuples():
         numbers[f"membership/{r.target}/{r.method}/{r.split}/passages"] = int(r.passages)
-        numbers[f"membership/{r.target}/{r.method}/{r.split}/rouge_l"] = float(r.rouge_l_mean)
+        numbers[f"membership/{r.target}/{r.method}/{r.split}/rouge_l"] = float(r.rouge_l_mean)  # plain mean
     res.metric(events=len(run["records"]), event_errors=len(run["errors"]), **numbers, **run["agent_stats"])
     # refusal share per target / category / method, for the paper-vs-ours rules (memlab.methods.recap.claims)
     res.table("refusals", df.groupby(["target", "category", "method"])
@@ -225,12 +245,14 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
                                                         variant=rs.score_variant))
     if len(tr):
         res.figure("filter_tradeoff", plots.filter_tradeoff(tr))
-    by_cat = (books[books.method == "recap"].groupby(["target", "category"])
-              .agg(books=("book", "nunique"), passages=(f"passages_m{tol}", "sum"), rouge_l=("rouge_l", "mean"))
-              .reset_index())
+    by_cat = (books[books.method.isin(["recap", "echo", "echo_fb"])].groupby(["target", "category", "group", "method"])
+              .agg(books=("book", "nunique"), passages=(f"passages_m{tol}", "sum"),
+                   passages_overlap=(f"passages_overlap_m{tol}", "sum"), rouge_l=("rouge_l", "mean"))
+              .reset_index().assign(statistic=f"rouge_l: plain mean over books; passages m={tol}: "
+                                              f"{E.PASSAGE_RULE['ours']}; passages_overlap: {E.PASSAGE_RULE['overlap']}"))
     res.table("passages_by_category", by_cat)
     audit = res.table("hint_audit", E.contamination(recs, overlap_threshold=params.contamination_overlap))
-    nt = by_cat[by_cat.category == "non_training"]
+    nt = by_cat[(by_cat.category == "non_training") & (by_cat.method == "recap")]
     res.metric(non_training_recap_passages=int(nt.passages.sum()) if len(nt) else None,
                metadata_flagged=float(audit.metadata_flagged.mean()) if len(audit) else None,
                feedback_flagged=float(audit.feedback_flagged.mean()) if len(audit) else None,
