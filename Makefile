@@ -35,6 +35,29 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q -c requirements.lock -e ".[test]" $(QUIET_PIP)
 	@touch $(STAMP)
 
+# llama-cpp-python[server]: the real OpenAI-compatible server the served-scoring test starts (prompt log-probs).
+# PyPI has only its sdist, and the source build takes ~6 min on 2 cores: it is built ONCE into a wheel under
+# .cache/wheels and installed from there (a fresh clone pays the build once, inside `make test`). Not in the
+# [test] extra: that would rebuild it from source in every fresh venv, on every change of pyproject/lock.
+# The version is pinned once, in requirements.lock (with its server-only dependencies). GGML_NATIVE=OFF: a
+# -march=native build uses AMX on this CPU, which the VM does not enable (general protection fault on the first
+# matmul), and would not be portable; OFF gives AVX2/FMA/F16C. LLAVA_BUILD=OFF: no multimodal library needed.
+# --no-cache-dir: pip's own wheel cache ignores CMAKE_ARGS.
+LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements.lock)
+LLAMA_WHEELS := .cache/wheels
+LLAMA_STAMP := $(VENV)/.llama-cpp-$(LLAMA_CPP_VERSION)
+.PHONY: llama-cpp
+llama-cpp: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP): $(STAMP)
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "memlab: building llama-cpp-python $(LLAMA_CPP_VERSION) once into $(LLAMA_WHEELS)/ (~6 min on 2 cores)"; \
+	  mkdir -p $(LLAMA_WHEELS) && CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	    $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION) $(QUIET_PIP); }
+	$(PY) -m pip install -q -c requirements.lock --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+	  "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)" $(QUIET_PIP)
+	@touch $(LLAMA_STAMP)
+
 # Debian packages (the data packages, and chromium for the browser tests): installed when missing and we are
 # root; otherwise one line naming the command.
 debs:
@@ -67,7 +90,7 @@ models: setup dvc.yaml
 zoo: setup dvc.yaml
 	$(VENV)/bin/dvc repro --glob 'zoo-*'
 
-test: setup
+test: setup llama-cpp
 	$(PY) -m pytest -q tests
 
 bench: setup

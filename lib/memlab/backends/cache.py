@@ -1,9 +1,10 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
 Key = sha256 of the JSON of (model id, weights revision, method, every request field incl. ``seed``, sample
-index) — for ``score``: (model id, revision, "score", text). ``n`` is left out of the generation key on
-purpose: sample ``i`` does not depend on ``n`` (see base.py), so asking for 10 samples after 5 reuses the
-first 5. Greedy requests store only sample 0 (all greedy samples are equal).
+index) — for ``score``: (model id, revision, "score", text, plus the backend's ``score_variant`` when it
+has one, e.g. approximate Min-K%++ statistics). ``n`` is left out of the generation key on purpose: sample
+``i`` does not depend on ``n`` (see base.py), so asking for 10 samples after 5 reuses the first 5. Greedy
+requests store only sample 0 (all greedy samples are equal).
 
 Every sample is written and committed the moment the wrapped backend reports it finished (an HF batch, one
 API call), so a run killed with SIGKILL and rerun recomputes only what had not finished.
@@ -78,7 +79,11 @@ class CachedBackend(Backend):
                         "request": fields, "sample": effective_index(request, index)})
 
     def score_key(self, text: str) -> str:
-        return _digest({"model": self.model_id, "revision": self.revision, "method": "score", "text": text})
+        payload = {"model": self.model_id, "revision": self.revision, "method": "score", "text": text}
+        variant = getattr(self.inner, "score_variant", None)
+        if variant:  # e.g. Min-K%++ statistics approximated from top-k log-probs: never mixed with exact ones
+            payload["variant"] = variant
+        return _digest(payload)
 
     def _get_many(self, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}

@@ -17,11 +17,45 @@ variable holding the key; null for local servers), model_id (the provider's mode
 backoff_base (s, default 1; the k-th retry waits backoff_base·2^k, at most backoff_max = 60 s),
 max_tokens_param (max_tokens | max_completion_tokens, for APIs that renamed it), revision (defaults to
 model_id; set it to a dated model snapshot so the cache key pins the weights).
+
+Scoring (``score``: per-token log-probs of a text, teacher forcing) needs a server that returns log-probs of
+the *prompt* tokens on ``/v1/completions``; chat APIs never do. ``can_score`` in the preset says how:
+
+- ``echo_logprobs``: ``echo: true, logprobs: k, max_tokens: 1, temperature: 0`` (the legacy OpenAI way;
+  llama-cpp-python's server started with ``--logits_all true``, vLLM). The answer lists the prompt tokens
+  then the one generated token; the last ``usage.completion_tokens`` entries are dropped.
+- ``prompt_logprobs``: vLLM's own field (``prompt_logprobs: k`` and ``return_token_ids: true`` in the body);
+  ``choices[0].prompt_logprobs[j]`` maps token id -> {logprob, rank, decoded_token}.
+- ``false`` (the default, and every chat-only API): ``score`` raises one line naming the MIA scores that are
+  then unavailable (loss, zlib, Min-K%, Min-K%++).
+
+Token ids: taken from the answer when the server gives them ("token_id:N" strings under vLLM's
+``return_tokens_as_token_ids``, vLLM's ``prompt_token_ids``), else from the server's tokenizer endpoint
+(llama-cpp-python ``/extras/tokenize``, vLLM ``/tokenize``); their count must equal the number of echoed
+prompt tokens, or the answer is refused as misaligned (one line).
+
+What top-k log-probs can and cannot give. Per-token log-probs ℓ_j are exact (up to the server's numerics),
+so loss, perplexity, zlib ratio and Min-K% are computed exactly. Min-K%++ needs μ_j = E_{v~p} log p(v) and
+σ_j² = Var_{v~p} log p(v) over the WHOLE vocabulary at each position; top-k log-probs give only the k
+largest terms: with S the returned set and P_S = Σ_S p, the tail (1 − P_S) is spread over |V| − k tokens
+whose log-probs are unknown (each ≤ min_S log p). So μ_j, σ_j cannot be computed exactly (μ_j is only
+bounded: μ_j ≤ μ̂_j below, with equality iff P_S = 1), and by default ``vocab_mean``/``vocab_std`` are None
+and Min-K%++ is unavailable (one note per backend says so). ``vocab_stats: top_k_renormalized`` is a NAMED
+approximation, never the default: μ̂_j, σ̂_j = mean and std of log p(v) under p renormalized over S (top-k
+plus the text's own token), i.e. the statistics of the distribution conditioned on v ∈ S. Scores cached
+under it carry the variant in their cache key, so approximate and exact statistics never mix.
+
+Scoring keys: can_score (echo_logprobs | prompt_logprobs | false; default false), score_top_k (k top
+log-probs per position to request, default 5; only used by vocab_stats), vocab_stats (none |
+top_k_renormalized; default none).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import sys
 import threading
 import time
 import json
@@ -35,6 +69,15 @@ from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResu
 from memlab.errors import BackendError, ConfigError, MemlabError
 
 _RETRY_STATUS = {408, 409, 429}
+SCORE_MODES = ("echo_logprobs", "prompt_logprobs")
+VOCAB_STATS = ("none", "top_k_renormalized")
+_MIA_UNAVAILABLE = "loss, zlib, Min-K% and Min-K%++ are unavailable for it"
+_SCORE_FIX = "use an hf backend or a server with echo+logprobs (llama-cpp-python, vLLM)"
+
+
+class ScoringUnavailable(ConfigError, NotImplementedError):
+    """The preset's server can't return prompt log-probs (a ConfigError, and a NotImplementedError as the
+    Backend contract asks of what a backend cannot do)."""
 
 
 def _first_line(err: BaseException, limit: int = 200) -> str:
@@ -48,7 +91,8 @@ class OpenAICompatBackend(PerSampleBackend):
     def __init__(self, *, base_url: str, model_id: str, api_key_env: str | None = None, name: str | None = None,
                  chat: bool = True, concurrency: int = 4, max_retries: int = 5, timeout: float = 60.0,
                  price_in_per_mtok: float = 0.0, price_out_per_mtok: float = 0.0, backoff_base: float = 1.0,
-                 backoff_max: float = 60.0, max_tokens_param: str = "max_tokens", revision: str | None = None):
+                 backoff_max: float = 60.0, max_tokens_param: str = "max_tokens", revision: str | None = None,
+                 can_score: str | bool | None = False, score_top_k: int = 5, vocab_stats: str = "none"):
         super().__init__()
         import openai
 
@@ -71,9 +115,26 @@ class OpenAICompatBackend(PerSampleBackend):
         self.model_id = str(name or model_id)
         self.revision = str(revision or model_id)
         self.concurrency, self.max_retries = int(concurrency), int(max_retries)
+        self.timeout = float(timeout)
         self.backoff_base, self.backoff_max = float(backoff_base), float(backoff_max)
         self.price_in, self.price_out = float(price_in_per_mtok or 0.0), float(price_out_per_mtok or 0.0)
         self.max_tokens_param = max_tokens_param
+        if can_score in (None, False) or str(can_score).lower() in ("false", "none", "no", "off"):
+            self.can_score: str | None = None
+        elif can_score in SCORE_MODES:
+            self.can_score = str(can_score)
+        else:
+            raise ConfigError(f"model.can_score must be one of {', '.join(SCORE_MODES)} or false, got {can_score!r}")
+        if vocab_stats not in VOCAB_STATS:
+            raise ConfigError(f"model.vocab_stats must be one of {', '.join(VOCAB_STATS)}, got {vocab_stats!r}")
+        if int(score_top_k) < 0 or (vocab_stats != "none" and int(score_top_k) < 1):
+            raise ConfigError(f"model.score_top_k must be >= 0 (>= 1 with vocab_stats: {vocab_stats}), "
+                              f"got {score_top_k}")
+        self.score_top_k, self.vocab_stats = int(score_top_k), str(vocab_stats)
+        # goes into the response cache's score key (cache.py): approximate statistics never mix with exact ones
+        self.score_variant = None if vocab_stats == "none" else f"{vocab_stats}@k={self.score_top_k}"
+        self._tokenize_route: str | None = None
+        self._noted_no_pp = False
         self.retries = 0  # how many retries were needed (rate limits, 5xx, timeouts)
         self._openai = openai
         # the SDK's own retries are off: ours below log, back off and fail with one line
@@ -85,7 +146,7 @@ class OpenAICompatBackend(PerSampleBackend):
     def from_config(cls, cfg: Mapping[str, Any]) -> "OpenAICompatBackend":
         keys = ("base_url", "model_id", "api_key_env", "name", "chat", "concurrency", "max_retries", "timeout",
                 "price_in_per_mtok", "price_out_per_mtok", "backoff_base", "backoff_max", "max_tokens_param",
-                "revision")
+                "revision", "can_score", "score_top_k", "vocab_stats")
         kwargs = {k: cfg[k] for k in keys if cfg.get(k) is not None}
         return cls(**kwargs)
 
@@ -204,10 +265,167 @@ class OpenAICompatBackend(PerSampleBackend):
             time.sleep(delay)
         raise AssertionError("unreachable")
 
-    def score(self, texts: Sequence[str], *, progress: bool = False) -> list[TokenScores]:
-        raise NotImplementedError(
-            "the OpenAI-compatible backend cannot score texts: chat APIs do not return log-probs of the prompt "
-            "tokens (teacher forcing); use an hf backend for per-token log-probs")
+    # ---- scoring -------------------------------------------------------------------------------------------
+    def score(self, texts: Sequence[str], *, progress: bool = False,
+              on_done: OnDone | None = None) -> list[TokenScores]:
+        """Per-token log-probs of each text through the server (``can_score``; see the module docstring).
+        ``logprobs[0]`` is NaN (no context); ``vocab_mean``/``vocab_std`` are None unless
+        ``vocab_stats: top_k_renormalized``. ``on_done(k, scores)`` as each text finishes (the cache commits it)."""
+        if self.can_score is None:
+            raise ScoringUnavailable(f"model {self.model_id}'s server can't return prompt log-probs: "
+                                     f"{_MIA_UNAVAILABLE}; {_SCORE_FIX}")
+        if texts and self.vocab_stats == "none" and not self._noted_no_pp:
+            self._noted_no_pp = True
+            print(f"memlab: note: model {self.model_id} is scored from a server's top-k log-probs: Min-K%++ is "
+                  "unavailable (it needs the whole vocabulary's distribution at each position); model.vocab_stats="
+                  "top_k_renormalized gives a named approximation", file=sys.stderr)
+        out: list[TokenScores | None] = [None] * len(texts)
+        bar = tqdm(total=len(texts), desc=f"score {self.model_id}", unit="text", disable=not progress)
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        try:
+            pending = {pool.submit(self._score_one, str(t)): k for k, t in enumerate(texts)}
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    k = pending.pop(fut)
+                    out[k] = fut.result()  # re-raises a worker's BackendError in the caller's thread
+                    if on_done is not None:
+                        on_done(k, out[k])  # type: ignore[arg-type]
+                    bar.update(1)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            bar.close()
+        return out  # type: ignore[return-value]
+
+    def _score_one(self, text: str) -> TokenScores:
+        approx = self.vocab_stats != "none"
+        if not text:
+            return TokenScores([], [], [] if approx else None, [] if approx else None)
+        k = self.score_top_k if approx else 0
+        params: dict[str, Any] = {"model": self.model_name, "prompt": text, "max_tokens": 1, "temperature": 0.0}
+        if self.can_score == "echo_logprobs":
+            # return_tokens_as_token_ids: vLLM then names tokens "token_id:N" (others ignore the field)
+            params.update(echo=True, logprobs=k, extra_body={"return_tokens_as_token_ids": True})
+        else:
+            params.update(extra_body={"prompt_logprobs": k, "return_token_ids": True})
+        resp, choice, _ = self._with_retries("completion", params)
+        usage = getattr(resp, "usage", None)
+        p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
+        c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
+        with self._lock:
+            self.usage.add(Usage(1, p_tok, c_tok, p_tok / 1e6 * self.price_in + c_tok / 1e6 * self.price_out))
+        if self.can_score == "echo_logprobs":
+            ids, lps, tops = self._parse_echo(text, choice, usage)
+        else:
+            ids, lps, tops = self._parse_prompt_logprobs(text, choice)
+        if any(x is None or not math.isfinite(x) for x in lps[1:]):
+            raise BackendError(f"model {self.model_id}'s server at {self.base_url} returned a null or non-finite "
+                               f"prompt log-prob; {_MIA_UNAVAILABLE}; {_SCORE_FIX}")
+        logprobs = [math.nan] + [float(x) for x in lps[1:]]
+        if not approx:
+            return TokenScores(ids, logprobs, None, None)
+        mean, std = [math.nan], [math.nan]
+        for j in range(1, len(ids)):
+            if not tops[j]:
+                raise BackendError(f"model {self.model_id}'s server at {self.base_url} returned no top-k log-probs "
+                                   f"(score_top_k: {self.score_top_k}), so vocab_stats: {self.vocab_stats} can't be "
+                                   "computed; set vocab_stats: none (Min-K%++ is then unavailable)")
+            m, s = topk_renormalized_stats(tops[j])
+            mean.append(m)
+            std.append(s)
+        return TokenScores(ids, logprobs, mean, std)
+
+    def _no_logprobs(self, how: str) -> BackendError:
+        return BackendError(f"model {self.model_id}'s server at {self.base_url} returned no prompt log-probs for "
+                            f"{how} (can_score: {self.can_score}): {_MIA_UNAVAILABLE}; set can_score: false in its "
+                            "preset, or use an hf backend or a server with echo+logprobs (llama-cpp-python with "
+                            "--logits_all true, vLLM)")
+
+    def _misaligned(self, why: str) -> BackendError:
+        return BackendError(f"model {self.model_id}'s server at {self.base_url} returned misaligned prompt log-probs "
+                            f"({why}; llama-cpp-python shifts echo log-probs by one "
+                            "for a GGUF that adds no BOS; start it with --kv_overrides "
+                            "tokenizer.ggml.add_bos_token=bool:true, or use vLLM with can_score: prompt_logprobs)")
+
+    def _parse_echo(self, text: str, choice: Any, usage: Any) -> tuple[list[int], list, list]:
+        lp = getattr(choice, "logprobs", None)
+        tokens = list(getattr(lp, "tokens", None) or [])
+        token_lps = getattr(lp, "token_logprobs", None)
+        if not tokens or token_lps is None or len(token_lps) != len(tokens):
+            raise self._no_logprobs("echo: true + logprobs")
+        # echo lists the prompt tokens, then the generated one(s): drop those
+        n_gen = getattr(usage, "completion_tokens", None)
+        n = len(tokens) - (1 if n_gen is None else max(0, int(n_gen)))
+        all_tokens, tokens, token_lps = tokens, tokens[:n], list(token_lps[:n])
+        tops_raw = list(getattr(lp, "top_logprobs", None) or [])[:n]
+        tops_raw += [None] * (n - len(tops_raw))
+        parsed = [_TOKEN_ID.fullmatch(str(t)) for t in tokens]
+        if not all(parsed) and "".join(map(str, all_tokens)) == text and "".join(map(str, tokens)) != text:
+            # every entry is a prompt token, none the generated one: each log-prob sits one position off
+            raise self._misaligned(f"its {len(all_tokens)} echo entries spell the prompt alone, no generated token")
+        if tokens and all(parsed):
+            ids = [int(m.group(1)) for m in parsed]  # type: ignore[union-attr]
+        else:
+            ids = self._server_token_ids(text)
+            if ids is None:
+                raise BackendError(f"model {self.model_id}'s server at {self.base_url} returned token strings but "
+                                   "no token ids, and has no tokenize endpoint (/extras/tokenize, /tokenize)")
+            if len(ids) == n + 1 and n >= 0:  # a BOS the server's echo leaves out (llama-cpp-python)
+                ids = ids[1:]
+        if len(ids) != n:
+            raise self._misaligned(f"{n} echoed log-probs for {len(ids)} prompt tokens")
+        tops: list[list[float]] = []
+        for tok, own, top in zip(tokens, token_lps, tops_raw):
+            vals = dict(top or {})
+            if own is not None and str(tok) not in vals:
+                vals[str(tok)] = own  # the text's own token belongs to the set S
+            tops.append([float(v) for v in vals.values() if v is not None])
+        return ids, token_lps, tops
+
+    def _parse_prompt_logprobs(self, text: str, choice: Any) -> tuple[list[int], list, list]:
+        extra = getattr(choice, "model_extra", None) or {}
+        plp = getattr(choice, "prompt_logprobs", None) or extra.get("prompt_logprobs")
+        if not plp:
+            raise self._no_logprobs("prompt_logprobs")
+        ids = getattr(choice, "prompt_token_ids", None) or extra.get("prompt_token_ids")
+        if not ids:
+            ids = self._server_token_ids(text)
+            if ids is None:
+                raise BackendError(f"model {self.model_id}'s server at {self.base_url} returned prompt_logprobs "
+                                   "without prompt_token_ids and has no /tokenize endpoint")
+        ids = [int(t) for t in ids]
+        if len(ids) != len(plp):
+            raise self._misaligned(f"{len(plp)} prompt_logprobs for {len(ids)} prompt tokens")
+        lps: list = [None]
+        tops: list[list[float]] = [[]]
+        for j in range(1, len(ids)):
+            entry = plp[j] or {}
+            own = entry.get(str(ids[j]), entry.get(ids[j])) if isinstance(entry, dict) else None
+            if own is None:
+                raise self._no_logprobs("prompt_logprobs (no entry for the prompt's own token)")
+            lps.append(_logprob_value(own))
+            tops.append([_logprob_value(v) for v in entry.values()])
+        return ids, lps, tops
+
+    def _server_token_ids(self, text: str) -> list[int] | None:
+        """Token ids of ``text`` from the server's own tokenizer (llama-cpp-python, vLLM), or None."""
+        import httpx
+
+        root = self.base_url.rstrip("/")
+        root = root[:-3] if root.endswith("/v1") else root
+        routes = [self._tokenize_route] if self._tokenize_route else ["/extras/tokenize", "/tokenize"]
+        for route in routes:
+            body = ({"input": text, "model": self.model_name} if route == "/extras/tokenize"
+                    else {"model": self.model_name, "prompt": text})
+            try:
+                r = httpx.post(root + route, json=body, timeout=self.timeout)
+                toks = r.json().get("tokens") if r.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                toks = None
+            if isinstance(toks, list) and all(isinstance(t, int) for t in toks):
+                self._tokenize_route = route
+                return toks
+        return None
 
     def close(self) -> None:
         self.client.close()
@@ -230,6 +448,29 @@ def _answer(kind: str, resp: Any) -> tuple[Any, str]:
     if not isinstance(text, str):
         raise _BadAnswer(f"a choice whose {'message.content' if kind == 'chat' else 'text'} is {text!r}")
     return choice, text
+
+
+_TOKEN_ID = re.compile(r"token_id:(\d+)")
+
+
+def _logprob_value(v: Any) -> float:
+    """vLLM's prompt_logprobs entries are {logprob, rank, decoded_token} (older versions: a bare float)."""
+    return float(v["logprob"] if isinstance(v, dict) else v)
+
+
+def topk_renormalized_stats(logprobs: Sequence[float]) -> tuple[float, float]:
+    """The NAMED approximation ``vocab_stats: top_k_renormalized`` of Min-K%++'s (μ, σ) at one position:
+    mean and std of log p(v) under p renormalized over the returned set S (top-k plus the text's token).
+    Exact iff S carries all the mass; otherwise μ̂ ≥ μ (the unseen tail has log p ≤ min_S log p)."""
+    a = [x for x in logprobs if math.isfinite(x)]
+    if not a:
+        return math.nan, math.nan
+    top = max(a)
+    w = [math.exp(x - top) for x in a]
+    z = sum(w)
+    mu = sum(wi * x for wi, x in zip(w, a)) / z
+    var = sum(wi * (x - mu) ** 2 for wi, x in zip(w, a)) / z
+    return mu, math.sqrt(max(var, 0.0))
 
 
 def _retry_after(err) -> float | None:
