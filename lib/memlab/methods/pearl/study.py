@@ -222,7 +222,8 @@ def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
     flags = T.flag_table(df, p.alphas, by=["size", "split"], score=st.score)
     table2 = flags.pivot_table(index=["split", "size"], columns="alpha", values="flagged").reset_index()
     table2.columns = [c if isinstance(c, str) else f"flagged_{st.score}>{c}" for c in table2.columns]
-    res.table("flagged_counts_by_size", table2)
+    table2 = table2.merge(pd.DataFrame([{"size": z, "final_train_loss": fam.final_loss(z)} for z in p.sizes]), on="size")
+    res.table("flagged_counts_by_size", table2)  # with each size's final training loss (sizes trained to comparable loss)
     fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["size"], scores=[st.score])
     res.table("fpr_vs_threshold_by_size", fpr, show=False)
     res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, st.score))
