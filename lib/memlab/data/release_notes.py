@@ -25,23 +25,17 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-import subprocess
-import sys
-import tarfile
-import time
-from dataclasses import dataclass
 from datetime import date
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 from memlab.config import repo_root
-from memlab.data.records import sha256_file
+from memlab.data import sdists
 from memlab.data.records import Document
-from memlab.errors import ConfigError, MissingSourceError
+from memlab.data.sdists import DEFAULT_CACHE, Pin
 
 REPO_ROOT = repo_root()
 DEFAULT_PINS = REPO_ROOT / "conf" / "corpora" / "release_notes.yaml"
-DEFAULT_CACHE = REPO_ROOT / ".cache" / "sdists"
 DEBIAN_DOC = Path("/usr/share/doc")
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
@@ -52,28 +46,9 @@ _VERSION = re.compile(r"\bv?(\d+(?:\.\d+)+(?:[a-z]+\d*)?)\b")
 _UNDERLINE = re.compile(r"^([=\-~^*#+])\1{2,}\s*$")
 
 
-@dataclass(frozen=True)
-class Pin:
-    name: str
-    version: str
-    files: tuple[str, ...]  # changelog paths inside the sdist, relative to its top folder
-    sha256: str | None = None  # of the sdist archive
-
-    @property
-    def spec(self) -> str:
-        return f"{self.name}=={self.version}"
-
-
 def read_pins(path: str | Path = DEFAULT_PINS) -> tuple[list[Pin], dict]:
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"release_notes: pin file {path} not found; restore conf/corpora/release_notes.yaml")
-    cfg = yaml.safe_load(path.read_text()) or {}
-    pins = [Pin(name=p["name"], version=str(p["version"]), files=tuple(p["files"]), sha256=p.get("sha256"))
-            for p in cfg.get("packages", [])]
-    return pins, cfg
+    """Pins (``fields["files"]``: changelog paths inside the sdist, relative to its top folder) and the file."""
+    return sdists.read_pins(path, "release_notes", required=("files",))
 
 
 def _parse_date(line: str) -> date | None:
@@ -153,63 +128,6 @@ def split_passages(text: str, min_tokens: int) -> list[str]:
     return ["\n\n".join(ps) for ps in out]
 
 
-def sdist_path(pin: Pin, cache_dir: Path) -> Path | None:
-    stem = f"{pin.name}-{pin.version}"
-    for cand in sorted(cache_dir.glob("*.tar.gz")) + sorted(cache_dir.glob("*.zip")):
-        if cand.name.lower().replace("_", "-").startswith(stem.lower().replace("_", "-") + "."):
-            return cand
-    return None
-
-
-def download_command(pin: Pin, cache_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-            "--disable-pip-version-check", "-d", str(cache_dir), pin.spec]
-
-
-def fetch_sdists(pins: list[Pin], cache_dir: str | Path = DEFAULT_CACHE, retries: int = 3,
-                 timeout: float = 300) -> dict[str, Path]:
-    """Download missing pinned sdists into ``cache_dir`` (skips present ones), verify sha256 when pinned."""
-    cache_dir = Path(cache_dir)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
-    for pin in pins:
-        path = sdist_path(pin, cache_dir)
-        attempt = 0
-        while path is None:
-            attempt += 1
-            cmd = download_command(pin, cache_dir)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-                ok = proc.returncode == 0
-            except subprocess.TimeoutExpired:
-                ok = False
-            path = sdist_path(pin, cache_dir)
-            if path is None and (attempt >= retries or ok):
-                raise MissingSourceError(
-                    f"release_notes: could not download {pin.spec}; run `pip download --no-deps --no-binary :all: "
-                    f"-d {cache_dir} {pin.spec}`")
-            if path is None:
-                time.sleep(2 ** attempt)
-        if pin.sha256 and sha256_file(path) != pin.sha256:
-            path.unlink()
-            raise MissingSourceError(f"release_notes: {path.name} does not match its pinned sha256; rerun "
-                                     f"`pip download --no-deps --no-binary :all: -d {cache_dir} {pin.spec}`")
-        paths[pin.name] = path
-    return paths
-
-
-def _read_member(archive: Path, inner: str) -> str:
-    with tarfile.open(archive, "r:*") as tf:
-        top = tf.getnames()[0].split("/")[0]
-        try:
-            f = tf.extractfile(f"{top}/{inner}")
-        except KeyError:
-            f = None
-        if f is None:
-            raise ConfigError(f"release_notes: {archive.name} has no {inner}; fix `files` in the pin file")
-        return f.read().decode("utf-8", errors="replace")
-
-
 def _passage_docs(package: str, version: str, d: date, text: str, min_tokens: int, source: str,
                   licence: str, kind: str) -> list[Document]:
     docs = []
@@ -233,22 +151,11 @@ def load_release_notes(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Pa
         debian = bool(cfg["debian_changelogs"])
     min_d = date.fromisoformat(str(min_date or cfg.get("min_date", "2025-01-01")))
     min_tokens = int(min_tokens or cfg.get("min_tokens", 300))
-    cache_dir = Path(cache_dir)
-    if download:
-        archives = fetch_sdists(pins, cache_dir)
-    else:
-        archives = {}
-        for pin in pins:
-            p = sdist_path(pin, cache_dir) if cache_dir.is_dir() else None
-            if p is None:
-                raise MissingSourceError(
-                    f"release_notes: {pin.spec} sdist not in {cache_dir}; run `pip download --no-deps "
-                    f"--no-binary :all: -d {cache_dir} {pin.spec}`")
-            archives[pin.name] = p
+    archives = sdists.archives(pins, cache_dir, "release_notes", download=download)
     docs: list[Document] = []
     for pin in pins:
-        for inner in pin.files:
-            text = _read_member(archives[pin.name], inner)
+        for inner in pin.fields["files"]:
+            text = sdists.read_member(archives[pin.name], inner, "release_notes")
             for title, d, section in dated_sections(text):
                 if d < min_d:
                     continue
