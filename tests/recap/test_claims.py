@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from memlab.comparison import RULES, VERDICTS, comparison_table, load_claims, rules_for
+from memlab.methods.recap.evaluate import group_of
 from memlab.results import StudyResult
 
 EXPERIMENTS = ("recap_table3", "recap_feedback")
@@ -85,6 +86,41 @@ def test_t3_public_vs_copyrighted():
     held = b[b.category == "public_domain"].assign(split="nonmember", rouge_l=0.0, book=lambda d: d.book + "-held")
     f = judge("recap_t3_public_vs_copyrighted", result({"book_scores": pd.concat([b, held])}))
     assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.6, abs=0.03)
+
+
+def tiny_books(members: float, nonmembers: float, copyrighted: float, n_books: int = 6) -> pd.DataFrame:
+    """book_scores of one target with exact membership, labelled as the study labels them (split and group)."""
+    rows = []
+    for cat, split, v in (("public_domain", "member", members), ("public_domain", "nonmember", nonmembers),
+                          ("copyrighted", None, copyrighted)):
+        for b in range(n_books):
+            rows.append({"target": "tiny", "category": cat, "book": f"{cat}/{split}/{b}", "split": split,
+                         "group": group_of(cat, split), "method": "recap", "rouge_l": v + 0.01 * (b % 3),
+                         "events": 2, "passages_m5": 0})
+    return pd.DataFrame(rows)
+
+
+def test_public_domain_never_pools_members_and_nonmembers():
+    # pooled, the tiny model's public domain would be ~0.31 < 0.41 (not reproduced); its members alone are 0.61
+    b = tiny_books(members=0.6, nonmembers=0.0, copyrighted=0.4)
+    f = judge("recap_t3_public_vs_copyrighted", result({"book_scores": b}))
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.61, abs=0.01)
+    assert "members only for tiny" in f.setting and "n = 6 (" in f.setting
+    assert "non-members 0.010" in f.reason and "not judged" in f.reason
+    # either label suffices (the group column alone, as in Table 3's rows) ...
+    g = judge("recap_t3_public_vs_copyrighted", result({"book_scores": b.drop(columns="split")}))
+    assert g.our_value == pytest.approx(f.our_value)
+    # ... but a table that cannot tell members from non-members is refused rather than pooled
+    with pytest.raises(ValueError, match="cannot be told apart"):
+        judge("recap_t3_public_vs_copyrighted", result({"book_scores": b.drop(columns=["split", "group"])}))
+
+
+def test_feedback_one_round_leaves_nonmember_events_out():
+    members = gains([(0.3, 0.3)] * 10 + [(0.0, 0.0)] * 9 + [(0.3, 0.32)]).assign(split="member")
+    held = gains([(0.02, 0.3)] * 10).assign(split="nonmember", event=lambda d: "held-" + d.event)
+    f = judge("recap_feedback_one_round", result({"feedback_gains_events": pd.concat([members, held])}))
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.05)  # pooled: 11/30 improve later
+    assert "10 non-member events of t-small left out: members only" in f.setting
 
 
 def test_gain_over_dsp():

@@ -48,19 +48,35 @@ def _ci(stats: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def nonmember_rows(books) -> "np.ndarray":
+    """Rows of ``book_scores`` known to lie outside their target's training set: the tiny model's held-out KJV
+    books (``split`` = nonmember, ``group`` = "<category> (non-members)"). Either column suffices; a table with
+    neither cannot tell members from non-members and is refused rather than pooled."""
+    if "split" not in books.columns and "group" not in books.columns:
+        raise ValueError("book_scores has neither a split nor a group column: members and non-members of the "
+                         "tiny model cannot be told apart")
+    held = np.zeros(len(books), bool)
+    if "split" in books.columns:
+        held |= (books["split"].astype(str) == "nonmember").to_numpy()
+    if "group" in books.columns:
+        held |= books["group"].astype(str).str.endswith("(non-members)").to_numpy()
+    return held
+
+
 def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_only: bool = False):
     """Table 3 "Avg." of ``methods`` on ``category``, as the study computes it: for each target, its books are
     resampled ``bootstrap_resamples`` times with ``resample_indices(n_books, B, seed)`` (the same indices for every
     method: paired), each resample's per-target means are averaged over targets. Returns the (B × methods) matrix of
     resampled averages — its column means are Table 3's "Avg." row — the targets and the number of (target, book)
     pairs; None when no target has books scored by every method. ``members_only`` drops books known to be outside
-    a target's training set (split = nonmember: the tiny model's held-out KJV books)."""
+    a target's training set (:func:`nonmember_rows`: the tiny model's held-out KJV books), so a target's members
+    and non-members are never pooled."""
     books = res.tables.get("book_scores")
     if books is None or not len(books):
         return None
     sub = books[books.category == category]
-    if members_only and "split" in sub.columns:
-        sub = sub[sub["split"].astype(str) != "nonmember"]
+    if members_only:
+        sub = sub[~nonmember_rows(sub)]
     if sub.empty:
         return None
     wide = sub.pivot_table(index=["target", "book"], columns="method", values="rouge_l", aggfunc="mean")
@@ -156,8 +172,9 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
 def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     """Reproduced iff RECAP's public-domain average exceeds its copyright-category average with the 95 % interval
     of the difference above 0 (independent book-level bootstraps of the two categories, seeds s and s + 1). Public
-    domain means books in the target's training data, so the tiny model's held-out (non-member) KJV books are left
-    out.
+    domain means books in the target's training data, so a target with exact membership (the tiny model) enters
+    with its member books only; its held-out (non-member) KJV books are never pooled with them — their RECAP mean
+    is reported apart in ``reason``, as a separate setting that is not judged here.
     Our value: RECAP's public-domain average, with its interval."""
     pub = _panel(res, "public_domain", ("recap",), members_only=True)
     cop = _panel(res, "copyrighted", ("recap",), seed_offset=1)
@@ -169,12 +186,35 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     mp, mc = float(sp.mean()), float(sc.mean())
     lo, hi = _ci(sp - sc)
     ok = mp > mc and lo > 0
-    setting = (f"targets: {', '.join(dict.fromkeys(tp + tc))}; public-domain (non-member books left out) n = {n_p}, copyright-category "
-               f"(stand-in: licence texts) n = {n_c} (target, book) pairs; {res.metrics.get('agents', 'deterministic')} agents")
+    held = _held_out(res, "public_domain")
+    split = (f"members only for {', '.join(held)} (its non-member books left out)" if held
+             else "no target with non-member books")
+    setting = (f"targets: {', '.join(dict.fromkeys(tp + tc))}; public-domain n = {n_p} ({split}), "
+               f"copyright-category (stand-in: licence texts) n = {n_c} (target, book) pairs; "
+               f"{res.metrics.get('agents', 'deterministic')} agents")
     why = f"RECAP public domain {mp:.3f} vs copyright category {mc:.3f}; difference {mp - mc:+.3f} [{lo:+.3f}, {hi:+.3f}]"
     if not ok:
         why += "; the interval includes 0" if mp > mc else "; public domain is not higher"
+    for t, (mem, non, n_non) in held.items():
+        why += (f"; {t} apart (not judged): members {mem:.3f}, non-members {non:.3f} "
+                f"(n = {n_non} held-out books)")
     return Finding(mp, _ci(sp), setting, "reproduced" if ok else "not reproduced", why)
+
+
+def _held_out(res, category: str) -> dict[str, tuple[float, float, int]]:
+    """{target: (RECAP mean over member books, over non-member books, n non-member books)} on ``category`` for the
+    targets that have non-member books there (plain means over books)."""
+    books = res.tables.get("book_scores")
+    if books is None or not len(books):
+        return {}
+    sub = books[(books.category == category) & (books.method == "recap")]
+    held = nonmember_rows(sub)
+    out = {}
+    for t in dict.fromkeys(sub.loc[held, "target"]):
+        mine = (sub.target == t).to_numpy()
+        out[t] = (float(sub.loc[mine & ~held, "rouge_l"].mean()), float(sub.loc[mine & held, "rouge_l"].mean()),
+                  int(sub.loc[mine & held, "book"].nunique()))
+    return out
 
 
 @rule("recap_gain_over_dsp")
@@ -206,16 +246,25 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     ("nearly all the progress"). Not comparable when the run allowed a single feedback round (nothing can come
     after round 1) or when fewer than ``MIN_IMPROVED`` events improved at all (too few to split progress between
     rounds); not reproduced when no event improved at all. Our value: the share of events that improve after
-    round 1, with a 95 % event-level bootstrap interval."""
+    round 1, with a 95 % event-level bootstrap interval. The paper's events come from books the models were
+    trained on, so the tiny model's non-member events (held-out KJV books) are left out, never pooled."""
     g = res.tables.get("feedback_gains_events")
     if g is None or not len(g):
         return Finding(None, None, "no events below the stop score", "not comparable",
                        "no event entered the feedback loop, so Fig. 6 has no data")
+    held = (g["split"].astype(str) == "nonmember") if "split" in g.columns else np.zeros(len(g), bool)
+    dropped = g[held].drop_duplicates(["target", "event"])
+    g = g[~held]
+    if g.empty:
+        return Finding(None, None, "only non-member events below the stop score", "not comparable",
+                       "every event that entered the feedback loop is from a book outside its target's training set")
     max_round = int(g["round"].max())
     wide = g.pivot_table(index=["target", "event"], columns="round", values="gain", aggfunc="first")
     targets = list(dict.fromkeys(wide.index.get_level_values("target")))
-    setting = (f"targets: {', '.join(targets)}; n = {len(wide)} events below the stop score; up to {max_round} "
-               f"feedback rounds; {res.metrics.get('agents', 'deterministic')} agents")
+    left_out = (f" ({len(dropped)} non-member events of {', '.join(dict.fromkeys(dropped.target))} left out: "
+                f"members only)" if len(dropped) else "")
+    setting = (f"targets: {', '.join(targets)}; n = {len(wide)} events below the stop score{left_out}; up to "
+               f"{max_round} feedback rounds; {res.metrics.get('agents', 'deterministic')} agents")
     if max_round < 2:
         return Finding(None, None, setting, "not comparable",
                        "the run allowed one feedback round, so nothing can improve after round 1")

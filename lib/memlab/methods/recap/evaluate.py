@@ -180,7 +180,8 @@ def feedback_gains(records: Iterable[dict], *, variant: str, stop_score: float) 
     """Fig. 6: for events whose first valid attempt scored < stop_score, the best score after k rounds.
 
     Returns one row per (target, event, round k = 0..max) with ``best`` (best score after k rounds, carried
-    forward when the loop stopped) and ``gain`` = best_k − best_0.
+    forward when the loop stopped) and ``gain`` = best_k − best_0; ``split`` = member / nonmember for targets with
+    exact membership (None otherwise).
     """
     recs = [r for r in records if r.get("status") == "ok"]
     max_k = max([len(r["rounds"]) for r in recs] + [0])
@@ -193,7 +194,8 @@ def feedback_gains(records: Iterable[dict], *, variant: str, stop_score: float) 
         for k in range(0, max_k + 1):
             if 1 <= k <= len(r["rounds"]) and r["rounds"][k - 1]["accepted"]:
                 best = r["rounds"][k - 1][variant]
-            rows.append({"target": r["target"], "category": r["category"], "event": r["event_id"], "round": k,
+            rows.append({"target": r["target"], "category": r["category"], "split": r.get("split"),
+                         "event": r["event_id"], "round": k,
                          "best": best, "gain": best - start,
                          "floor": (r.get("baselines") or {}).get("echo_fb", {}).get(variant)})
     return pd.DataFrame(rows)
