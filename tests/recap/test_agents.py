@@ -87,6 +87,25 @@ def test_verifier_keywords_and_judge(recap):
     assert [x.blocked for x in broken.verify([REF], "B")] == [False] and broken.errors == 1
 
 
+def test_verifier_judge_reads_prompt_and_response(recap):
+    """The LLM judge reads the extraction prompt + the whole response (the authors' classify_extraction) by
+    default; ``agents.verifier_input: title_output`` keeps the old title + output input as a named variant."""
+    assert recap.method().agents.verifier_input == "prompt_response"
+    prompt, out = "Write the passage that opens with: The old lighthouse keeper", REF * 12
+    llm = Scripted(['{"answer": "Yes"}'])
+    judge = recap.verifier(llm=llm)
+    assert [x.blocked for x in judge.verify([out], "Book Title", [prompt])] == [False]
+    assert prompt in llm.prompts[0] and out in llm.prompts[0] and "Book Title" not in llm.prompts[0]
+    llm = Scripted(['{"answer": "Yes"}'])
+    recap.verifier(llm=llm).verify([out], "Book Title", [prompt], asked=["the prefix probe"])
+    assert "the prefix probe" in llm.prompts[0] and prompt not in llm.prompts[0]
+    old = recap.method("method.agents.verifier_input=title_output").agents.verifier_input
+    llm = Scripted(['{"answer": "Yes"}'])
+    recap.verifier(llm=llm, judge_input=old).verify([out], "Book Title", [prompt])
+    assert "Book Title" in llm.prompts[0] and prompt not in llm.prompts[0] and out[:2000] in llm.prompts[0]
+    assert out not in llm.prompts[0]  # the old input cut the output at 2,000 characters
+
+
 def test_jailbreak_prompts(tmp_path, recap):
     ch = Chapter("b/ch1", "Chapter 1", REF)
     ev = recap.summary(target_words=100).segment(ch, "The Keeper")[0]

@@ -14,7 +14,8 @@ from memlab.schema import method_config, validate_tree
 
 PROMPTS = ["system", "prefix_probe", "prefix_probe_plain", "extraction", "jailbreak_narrative_tool",
            "past_tense_rewrite", "past_tense_rule", "verifier", "feedback", "feedback_retry", "reattempt",
-           "reattempt_plain", "plain_suffix", "summary", "contamination_judge", "extraction_plain"]
+           "reattempt_plain", "plain_suffix", "summary", "contamination_judge", "extraction_plain",
+           "verifier_prompt_response"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -82,7 +83,8 @@ def test_prompt_files_fill():
     fields = dict(book_title="B", event_title="T", characters="A", characters_list='["A"]', summary_bullets="- x",
                   summary_list='["x"]', opening_line="Once.", n_words=10, feedback="f", request="r",
                   reference="ref", attempt="att", output="o", previous_prompt="p", target_words=50,
-                  chapter_title="C", chapter_text="text", hints="h")
+                  chapter_title="C", chapter_text="text", hints="h", prompt="p", response="r")
     for name in PROMPTS:
         assert pr.fill(name, **fields).strip()
     assert '{"answer": "Yes"}' in pr.fill("verifier", **fields)
+    assert '{"answer": "Yes"}' in pr.fill("verifier_prompt_response", **fields)

@@ -15,10 +15,12 @@ Agents:
   sorted alphabetically. No verbatim copying beyond the opening line (given to the target anyway) is *checked*
   (:func:`~memlab.methods.recap.text.leaked_ngrams`, n = ``ngram_guard``) and offending words are dropped.
 * :class:`VerbatimVerifier` — is the output a genuine attempt? With an agent LLM configured, the LLM judge
-  (``verifier.txt``, JSON ``{"answer": "Yes"|"No"}``, "No" = blocked) decides alone whenever it answers (the
-  authors' ``classify_extraction``; ``agents.refusal_judge: alone``; ``or_rule`` = judge OR rule, the old
-  behaviour). The deterministic rule (no LLM, or the judge failed): a first-person refusal phrase at the
-  *start* of the output ("I cannot", "I can't", "I'm sorry", "I am unable", "As an AI", …; never bare words
+  (JSON ``{"answer": "Yes"|"No"}``, "No" = blocked) decides alone whenever it answers (the authors'
+  ``classify_extraction``; ``agents.refusal_judge: alone``; ``or_rule`` = judge OR rule, the old
+  behaviour). The judge reads the prompt the target answered and its whole response, as the authors' judge
+  does (``agents.verifier_input: prompt_response``, ``verifier_prompt_response.txt``); ``title_output`` is the
+  first version — the book title and the output's first 2,000 characters (``verifier.txt``). The deterministic
+  rule (no LLM, or the judge failed): a first-person refusal phrase at the *start* of the output ("I cannot", "I can't", "I'm sorry", "I am unable", "As an AI", …; never bare words
   such as copyright / verbatim / ethical, which occur in real text — licences, books), plus "fewer than
   ``min_words`` words = no attempt" plus "more than ``max_echo`` of the output's word 4-grams repeat the
   prompt's instructions/metadata = no attempt" (small models often echo their prompt).
@@ -61,6 +63,9 @@ _REFUSAL_LEGACY = re.compile(
     r"|ethical(?:ly)?\b|reproduce (?:the|this|copyrighted))", re.I)
 REFUSAL_KEYWORD_RULES = ("leading_first_person", "legacy_anywhere")
 REFUSAL_JUDGE_RULES = ("alone", "or_rule")
+# What the LLM judge reads: the extraction prompt + the response (the authors' classify_extraction), or the book
+# title + the output (our first version); the template of each is prompts/recap/<VERIFIER_TEMPLATES[input]>.txt
+VERIFIER_TEMPLATES = {"prompt_response": "verifier_prompt_response", "title_output": "verifier"}
 
 
 class AgentFailure(Exception):
@@ -127,6 +132,19 @@ class VerbatimVerifier(Agent):
     max_echo: float  # blocked when more than this share of the output's 4-grams echo the prompt
     judge_rule: str = "alone"  # agents.refusal_judge: "alone" (authors) | "or_rule"
     keyword_rule: str = "leading_first_person"  # agents.refusal_keywords
+    judge_input: str  # agents.verifier_input: a key of VERIFIER_TEMPLATES
+
+    @property
+    def template(self) -> str:
+        """The judge's prompt template (``agents.verifier_input``)."""
+        return VERIFIER_TEMPLATES[self.judge_input]
+
+    def judge_prompt(self, output: str, book_title: str, prompt: str) -> str:
+        """What the LLM judge reads. ``prompt_response`` (the authors): the prompt the target answered and its
+        whole response; ``title_output``: the book title and the first 2,000 characters of the output."""
+        if self.judge_input == "title_output":
+            return self.prompts.fill(self.template, book_title=book_title, output=output[:2000])
+        return self.prompts.fill(self.template, prompt=prompt, response=output)
 
     @staticmethod
     def keyword_refusal(output: str, window: int = 300, rule: str = "leading_first_person") -> bool:
@@ -137,16 +155,18 @@ class VerbatimVerifier(Agent):
         return bool(_REFUSAL_LEAD.search(output[:window]))
 
     def verify(self, outputs: Sequence[str], book_title: str | Sequence[str], prompts: Sequence[str] | None = None,
-               opening_lines: Sequence[str] | None = None) -> list[Verdict]:
+               opening_lines: Sequence[str] | None = None, asked: Sequence[str] | None = None) -> list[Verdict]:
         """``book_title``: one for all outputs or one per output; ``prompts``/``opening_lines`` (optional)
-        enable the prompt-echo check of the rule."""
+        enable the prompt-echo check of the rule. ``asked``: the prompts the target answered, shown to the LLM
+        judge under ``prompt_response`` (default: ``prompts``)."""
         titles = [book_title] * len(outputs) if isinstance(book_title, str) else list(book_title)
         prompts = list(prompts) if prompts is not None else [""] * len(outputs)
         openings = list(opening_lines) if opening_lines is not None else [""] * len(outputs)
+        asked = list(asked) if asked is not None else prompts
         rule = [self._rule(o, p, op) for o, p, op in zip(outputs, prompts, openings)]
         if self.llm is None:
             return rule
-        asks = [self.prompts.fill("verifier", book_title=t, output=o[:2000]) for t, o in zip(titles, outputs)]
+        asks = [self.judge_prompt(o, t, a) for o, t, a in zip(outputs, titles, asked)]
         self.prompt_chars += sum(len(p) for p in asks)
         try:
             answers = self._ask(asks)

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from memlab.errors import ConfigError
-from memlab.methods.recap.agents import REFUSAL_JUDGE_RULES, REFUSAL_KEYWORD_RULES
+from memlab.methods.recap.agents import REFUSAL_JUDGE_RULES, REFUSAL_KEYWORD_RULES, VERIFIER_TEMPLATES
 from memlab.methods.recap.memscore import ParrotConfig
 from memlab.methods.recap.pipeline import RecapSettings
 from memlab.schema import check
@@ -102,6 +102,7 @@ class AgentsConfig:
     max_retries: int = field(metadata=check(ge=0))
     verifier_min_words: int = field(metadata=check(ge=0))
     verifier_max_echo: float = field(metadata=check(ge=0, le=1))
+    verifier_input: str = field(metadata=check(choices=tuple(VERIFIER_TEMPLATES)))  # what the LLM judge reads
     refusal_judge: str = field(metadata=check(choices=REFUSAL_JUDGE_RULES))       # alone = the authors' code
     refusal_keywords: str = field(metadata=check(choices=REFUSAL_KEYWORD_RULES))  # the rule's refusal phrases
     max_new_tokens: AgentTokens

@@ -97,8 +97,11 @@ class ExtractionAgent:
         """Prefix-probing. Chat: ``prefix_probe.txt`` (the paper's instruction + opening line). Plain (base
         models): ``prefix_probe_plain.txt`` — by default the bare opening line, the classic discoverable-
         extraction prefix; an instruction in front of it only distracts a base model."""
-        name = "prefix_probe" if self.style == "chat" else "prefix_probe_plain"
-        return self._request(self.prompts.fill(name, **fields), fields, plain_suffix=False)
+        return self._request(self.prefix_user(fields), fields, plain_suffix=False)
+
+    def prefix_user(self, fields: dict) -> str:
+        """The prefix-probing user turn (``prefix_probe.txt`` or ``prefix_probe_plain.txt``)."""
+        return self.prompts.fill("prefix_probe" if self.style == "chat" else "prefix_probe_plain", **fields)
 
     def dsp_user(self, fields: dict) -> str:
         """The DSP user turn: ``extraction.txt`` (chat) or the compact ``extraction_plain.txt`` (plain)."""

@@ -235,16 +235,22 @@ class RecapRunner:
         return agent.tokens_in, agent.tokens_out, agent.prompt_chars
 
     def _verify(self, states: list[_State], texts: list[str], *, stage: str | None,
-                prompts: list[str] | None = None):
+                prompts: list[str] | None = None, asked: list[str] | None = None):
         """Verdicts for ``texts``; ``stage`` = the verifier stage charged (None: prefix-probing, which no
-        method pays for; its outputs are judged the same way)."""
-        before = self._mark(self.a.verifier)
-        v = self.a.verifier.verify(texts, [st.book.title for st in states], prompts,
-                                   [st.fields["opening_line"] for st in states])
+        method pays for; its outputs are judged the same way). ``prompts``: the user turns the rule's echo check
+        reads; ``asked``: the prompts the LLM judge reads (default ``prompts``)."""
+        ver = self.a.verifier
+        before = self._mark(ver)
+        asked = asked if asked is not None else prompts
+        v = ver.verify(texts, [st.book.title for st in states], prompts,
+                       [st.fields["opening_line"] for st in states], asked=asked)
         if stage is not None:
-            raw = len(self.a.verifier.prompts.raw("verifier"))
-            chars = None if self.a.verifier.llm is not None else [raw + len(t) for t in texts]
-            self._charge(states, stage, self.a.verifier, before, chars=chars)
+            if ver.llm is not None:
+                chars = None
+            else:  # what the judge would have read
+                chars = [len(ver.judge_prompt(t, st.book.title, a))
+                         for t, st, a in zip(texts, states, asked or [""] * len(texts))]
+            self._charge(states, stage, ver, before, chars=chars)
         return v
 
     # -- the ladder for one chunk
@@ -255,7 +261,8 @@ class RecapRunner:
             st.fields["gold_tokens"] = ex.gold_tokens(st.event.reference)
         # 1. prefix-probing
         texts = self._gen(states, [ex.prefix_request(st.fields) for st in states], "prefix")
-        for st, txt, v in zip(states, texts, self._verify(states, texts, stage=None)):
+        for st, txt, v in zip(states, texts, self._verify(states, texts, stage=None,
+                                                          asked=[ex.prefix_user(st.fields) for st in states])):
             st.attempts["prefix"] = self._attempt(st.event, txt, v)
         # 2. DSP
         for st in states:

@@ -58,7 +58,8 @@ def build_agents(method: RecapConfig, llm=None) -> tuple[SectionSummaryAgent, Ag
     agents = Agents(
         verifier=VerbatimVerifier(llm=llm, prompts=prompts, max_new_tokens=tokens.verifier,
                                   min_words=ag.verifier_min_words, max_echo=ag.verifier_max_echo,
-                                  judge_rule=ag.refusal_judge, keyword_rule=ag.refusal_keywords),
+                                  judge_rule=ag.refusal_judge, keyword_rule=ag.refusal_keywords,
+                                  judge_input=ag.verifier_input),
         jailbreaker=Jailbreaker(llm=llm, prompts=prompts, max_new_tokens=tokens.jailbreak, mode=ag.jailbreak),
         feedback=FeedbackAgent(llm=llm, prompts=prompts, max_new_tokens=tokens.feedback, ngram_guard=ag.ngram_guard,
                                max_retries=ag.max_retries),
