@@ -42,3 +42,6 @@ def test_data_stage_builds_identically_in_two_roots(tmp_path):
     rn = a["files"]["release_notes.jsonl"]["sources"]
     assert rn["debian_changelogs"] == "False"
     assert all(v.startswith("sha256:") and len(v) == 71 for k, v in rn.items() if k.startswith("pypi-sdist:"))
+    code = a["files"]["post_cutoff_code.jsonl"]
+    assert code["documents"] >= 40 and code["date_range"][0] >= "2025-06-01"
+    assert all(v.startswith("sha256:") for k, v in code["sources"].items() if k.startswith("pypi-sdist:"))

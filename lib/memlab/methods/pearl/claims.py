@@ -116,9 +116,9 @@ def nonmember_rate_falls(res, c: Claim) -> Finding:
 
 @rule("pearl_wild_code_over_unseen")
 def code_over_unseen(res, c: Claim) -> Finding:
-    """Completion task, one-sided Mann–Whitney U of each likely-seen source vs the post-cutoff release notes:
-    reproduced iff HumanEval or KJV is significantly higher (p < 0.05) for some model; not comparable below
-    10 documents per source. Our value: the smallest p."""
+    """Completion task, one-sided Mann–Whitney U of each likely-seen source vs its domain's post-cutoff set (HumanEval
+    vs post-cutoff code, KJV vs post-2024 release notes): reproduced iff HumanEval or KJV is significantly higher
+    (p < 0.05) for some model; not comparable below 10 documents per source. Our value: the smallest p."""
     mw = res.tables["seen_vs_unseen_mann_whitney"]
     mw = mw[(mw.task_kind == "completion") & mw.source.isin(["humaneval", "kjv"])]
     n = int(min(mw.n_seen.min(), mw.n_unseen.min())) if len(mw) else 0

@@ -62,10 +62,19 @@ class WildParams:
     models: list[str] = field(metadata=check(nonempty=True))
     styles: dict[str, str]
     tasks: list[str] = field(metadata=check(choices=("completion", "summarization"), nonempty=True))
-    calibration_source: str
+    calibration_sources: dict[str, str]   # domain -> its known-unseen source (a key of sources, same domain)
     sources: dict[str, Source]
     alphas: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))   # the paper's fixed thresholds
     target_fprs: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
+
+    def __post_init__(self):
+        from memlab.errors import ConfigError
+
+        for domain in sorted({s.domain for s in self.sources.values()}):
+            cal = self.calibration_sources.get(domain)
+            if cal not in self.sources or self.sources[cal].domain != domain:
+                raise ConfigError(f"params.calibration_sources.{domain} must name a source of domain {domain!r}, "
+                                  f"got {cal!r}")
 
 
 def ground_truth_docs(method: PearlConfig, catalog):
@@ -233,43 +242,42 @@ def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
 
 def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     """PEARL on pretrained models in the wild (001/003 §4.4–4.5): flagged counts at the paper's thresholds and at
-    thresholds calibrated on known-unseen text, sensitivity per source and task, completion vs summarization."""
+    thresholds calibrated per domain on known-unseen documents (text: post-2024 prose, code: post-cutoff Python, as
+    LBPP in the paper), sensitivity per source and task, completion vs summarization."""
     import pandas as pd
 
     res = StudyResult()
+    unseen = set(p.calibration_sources.values())
     sources = {name: sample_docs(_corpus(s), s.n, method.seed, min_words=s.min_words, meta=s.meta,
-                                 split="nonmember" if name == p.calibration_source else "unknown")
+                                 split="nonmember" if name in unseen else "unknown")
                for name, s in p.sources.items()}
-    halves = T.split_halves([d.id for d in sources[p.calibration_source]], f"{method.seed}:halves")
+    halves = {}
+    for name in sorted(unseen):
+        halves.update(T.split_halves([d.id for d in sources[name]], f"{method.seed}:halves"))
     frames = []
     for model in p.models:
         with catalog.named(model) as backend:
             for task in p.tasks:
                 for name, docs in sources.items():
                     cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": p.styles[model]})
-                    frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task))
+                    frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
+                                                domain=p.sources[name].domain))
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
-    flags = T.flag_table(df, list(p.alphas), by=["model", "task_kind", "source"])
-    table3 = flags.pivot_table(index=["model", "task_kind", "source"], columns="alpha", values="flagged").reset_index()
+    keys = ["model", "task_kind", "domain", "source"]
+    flags = T.flag_table(df, list(p.alphas), by=keys)
+    table3 = flags.pivot_table(index=keys, columns="alpha", values="flagged").reset_index()
     table3.columns = [c if isinstance(c, str) else f"flagged_sensitivity>{c}" for c in table3.columns]
-    table3 = table3.merge(flags.groupby(["model", "task_kind", "source"]).n.first().reset_index(), on=[
-        "model", "task_kind", "source"])
+    table3 = table3.merge(flags.groupby(keys).n.first().reset_index(), on=keys)
     res.table("flagged_counts_fixed_thresholds", table3)
-    cal = T.calibration_table(df, list(p.target_fprs), by=["model", "task_kind"], scores=["sensitivity"])
-    res.table("alpha_calibrated_on_release_notes", cal.round(4))
-    rows = []
-    for r in cal.itertuples():
-        g = df[(df.model == r.model) & (df.task_kind == r.task_kind) & (df.half != "calibration")]
-        for src, gs in g.groupby("source"):
-            rows.append({"model": r.model, "task_kind": r.task_kind, "target_fpr": r.target_fpr, "alpha": r.alpha,
-                         "source": src, "flagged": int((gs.sensitivity > r.alpha).sum()), "n": len(gs)})
-    res.table("flagged_counts_calibrated", pd.DataFrame(rows).round(4))
-    res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_source).round(4))
+    cal = T.domain_calibration_table(df, list(p.target_fprs), p.calibration_sources)
+    res.table("alpha_calibrated_per_domain", cal.round(4))
+    res.table("flagged_counts_calibrated", T.calibrated_flags_table(df, cal).round(4))
+    res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_sources).round(4))
     res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, p.models, p.tasks,
                                                                              list(p.sources), p.target_fprs))
     res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas)))
-    med = df.groupby(["model", "task_kind", "source"]).sensitivity.agg(["median", "size"]).reset_index()
+    med = df.groupby(keys).sensitivity.agg(["median", "size"]).reset_index()
     med = med.rename(columns={"median": "sensitivity", "size": "n"})
     res.table("median_sensitivity", med.round(4))
     res.metric(**{f"median_sens_{r.model}_{r.task_kind}_{r.source}": r.sensitivity for r in med.itertuples()})

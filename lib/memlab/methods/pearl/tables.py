@@ -6,6 +6,8 @@
 * :func:`mia_frame` — loss / perplexity / zlib / Min-K% / Min-K%++ per document from per-token log-probs
   (:mod:`memlab.metrics.mia`), the membership-inference baselines of seed 003 Table 4.
 * :func:`similarity_table`, :func:`examples_table` — input similarity per level (seed 003 Table 8 analog).
+* :func:`domain_calibration_table`, :func:`calibrated_flags_table`, :func:`mann_whitney_table` — the wild study's
+  per-domain calibration (each domain's α from its own known-unseen source) and seen-vs-unseen tests.
 """
 
 from __future__ import annotations
@@ -194,15 +196,51 @@ def examples_table(doc: Document, cfg: PearlConfig, kinds: Sequence[str], words:
     return pd.DataFrame(rows)
 
 
-def mann_whitney_table(df, unseen_source: str, score: str = "sensitivity"):
+def domain_calibration_table(df, target_fprs: Sequence[float], calibration_sources: Mapping[str, str],
+                             score: str = "sensitivity"):
+    """:func:`calibration_table` per model, task and **domain**: α is fitted on the calibration half of the domain's
+    known-unseen source (``calibration_sources``: domain → source name) and its FPR read on the evaluation half;
+    ``others_flagged_share`` covers the domain's other sources only. ``df`` needs ``domain`` and ``half`` columns."""
+    parts = []
+    for domain, unseen in sorted(calibration_sources.items()):
+        g = df[df.domain == domain]
+        if not len(g[g.source == unseen]):
+            raise ConfigError(f"calibration source {unseen!r} of domain {domain!r} has no rows")
+        cal = calibration_table(g, target_fprs, by=["model", "task_kind", "domain"], scores=[score])
+        cal.insert(3, "calibration_source", unseen)
+        parts.append(cal)
+    import pandas as pd
+
+    return pd.concat(parts, ignore_index=True)
+
+
+def calibrated_flags_table(df, cal, score: str = "sensitivity"):
+    """Per row of :func:`domain_calibration_table` and source of its domain: documents with ``score`` > that α, the
+    calibration source counted on its evaluation half only (the fit never saw it)."""
+    import pandas as pd
+
+    rows = []
+    for r in cal.itertuples():
+        g = df[(df.model == r.model) & (df.task_kind == r.task_kind) & (df.domain == r.domain)
+               & (df.half != "calibration")]
+        for src, gs in g.groupby("source", sort=True):
+            rows.append({"model": r.model, "task_kind": r.task_kind, "domain": r.domain,
+                         "calibration_source": r.calibration_source, "target_fpr": r.target_fpr, "alpha": r.alpha,
+                         "source": src, "flagged": int((gs[score] > r.alpha).sum()), "n": len(gs)})
+    return pd.DataFrame(rows)
+
+
+def mann_whitney_table(df, calibration_sources: Mapping[str, str], score: str = "sensitivity"):
     """Per model, task and likely-seen source: the one-sided Mann–Whitney U test that the source's ``score`` is
-    stochastically greater than that of the known-unseen source (scipy.stats.mannwhitneyu, exact p when
-    possible); medians and n of both sides."""
+    stochastically greater than that of the known-unseen source of its domain (``calibration_sources``: domain →
+    source; ``df`` needs a ``domain`` column; scipy.stats.mannwhitneyu, exact p when possible); medians and n of
+    both sides."""
     import pandas as pd
     from scipy.stats import mannwhitneyu
 
     rows = []
-    for (model, task), g in df.groupby(["model", "task_kind"], sort=True):
+    for (model, task, domain), g in df.groupby(["model", "task_kind", "domain"], sort=True):
+        unseen_source = calibration_sources[domain]
         unseen = g[g.source == unseen_source][score].dropna().to_numpy()
         for src, gs in g[g.source != unseen_source].groupby("source", sort=True):
             seen = gs[score].dropna().to_numpy()
@@ -210,7 +248,8 @@ def mann_whitney_table(df, unseen_source: str, score: str = "sensitivity"):
                 u, pval = mannwhitneyu(seen, unseen, alternative="greater")
             else:
                 u, pval = float("nan"), float("nan")
-            rows.append({"model": model, "task_kind": task, "source": src, "unseen_source": unseen_source,
+            rows.append({"model": model, "task_kind": task, "domain": domain, "source": src,
+                         "unseen_source": unseen_source,
                          "median_seen": float(np.median(seen)) if len(seen) else float("nan"),
                          "median_unseen": float(np.median(unseen)) if len(unseen) else float("nan"),
                          "n_seen": len(seen), "n_unseen": len(unseen), "U": float(u), "p_one_sided": float(pval)})
