@@ -104,3 +104,25 @@ def test_lengths_must_stay_below_target(secret_model):
     model, secret, _ = secret_model
     with pytest.raises(ConfigError, match="below target_tokens"):
         mini_prompt(model, secret, dataclasses.replace(PARAMS, prompt_lengths=[4, 12]), _allowed(), "secret")
+
+
+def test_acr_overlap_rule():
+    import pandas as pd
+
+    from memlab.comparison import load_claims
+    from memlab.methods.pearl.claims import acr_overlap
+    from memlab.results import StudyResult
+
+    claim = next(c for c in load_claims("pearl_epochs") if c.id == "pearl_acr_overlap")
+    res = StudyResult()
+    res.table("pearl_scores", pd.DataFrame({"doc_id": list("abcd") * 2, "kind": ["bitflip"] * 8,
+                                            "epoch": [0] * 4 + [10] * 4,
+                                            "sensitivity": [0, 0, 0, 0, 0.5, 0.3, 0.1, 0.0]}))
+    assert acr_overlap(res, claim).verdict == "not comparable"
+    acr = pd.DataFrame({"doc_id": list("abcd"), "split": ["member"] * 2 + ["nonmember"] * 2, "epoch": [10] * 4,
+                        "target_tokens": [16] * 4, "compressible": [True, False, False, False]})
+    res.table("acr_scores", acr)
+    f = acr_overlap(res, claim)
+    assert (f.verdict, f.our_value) == ("reproduced", 0.5)
+    res.table("acr_scores", acr.assign(compressible=[False, False, True, False]))
+    assert acr_overlap(res, claim).verdict == "not reproduced"

@@ -143,3 +143,29 @@ def task_dependence(res, c: Claim) -> Finding:
         return Finding(None, None, setting, "not comparable", f"completion flags {comp}, summarization {summ}; "
                        f"{n} documents per source is too few (profile=full runs 100)")
     return Finding(summ / comp, None, setting, _verdict(summ < comp), f"completion {comp}, summarization {summ}")
+
+
+@rule("pearl_acr_overlap")
+def acr_overlap(res, c: Claim) -> Finding:
+    """The documents ACR searched (table ``acr_scores``, :mod:`memlab.methods.pearl.acr`) at its last epoch: PEARL
+    flags sensitivity > τ_b = 0.2 under bit flips, ACR flags ACR > 1. Reproduced iff both flag at least one document,
+    their counts are within a factor 2 of each other and ACR also flags at least half of PEARL's (003 Fig. 7: 16 vs
+    15, 50 % overlap); not comparable when the run computed no ACR. Our value: share of PEARL's flags ACR shares."""
+    acr = res.tables.get("acr_scores")
+    if acr is None or not len(acr):
+        return Finding(None, None, "tiny GPT-NeoX 'pearl'", "not comparable", "this run computed no ACR (params.acr)")
+    last = int(acr.epoch.max())
+    pe = res.tables["pearl_scores"]
+    pe = pe[(pe.kind == "bitflip") & (pe.epoch == last)][["doc_id", "sensitivity"]]
+    df = acr[acr.epoch == last].merge(pe, on="doc_id")
+    setting = (f"tiny GPT-NeoX 'pearl', epoch {last}, {len(df)} documents ({int((df.split == 'member').sum())} "
+               f"members), ACR of a {int(acr.target_tokens.iloc[0])}-token window")
+    if not len(df):
+        return Finding(None, None, setting, "not comparable", f"PEARL has no bit-flip scores at epoch {last}")
+    a, p = df.compressible.astype(bool), df.sensitivity > TAU
+    n_a, n_p, both = int(a.sum()), int(p.sum()), int((a & p).sum())
+    ok = n_a > 0 and n_p > 0 and max(n_a, n_p) <= 2 * min(n_a, n_p) and both >= n_p / 2
+    mem = df.split == "member"
+    return Finding(both / n_p if n_p else None, None, setting, _verdict(ok),
+                   f"PEARL flags {n_p} ({int((p & mem).sum())} members), ACR {n_a} ({int((a & mem).sum())} members), "
+                   f"both {both}")
