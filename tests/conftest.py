@@ -110,6 +110,17 @@ ONE_CHAPTER_FAMILY = {
     "train": {"epochs": 2, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0},
 }
 
+# Two chapters in, two held out, two sizes: the demo's runner and report tests train it once per module.
+TWO_CHAPTER_FAMILY = {
+    "name": "micro", "description": "test family: two KJV chapters trained, two held out",
+    "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2"]}],
+    "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2"]}],
+    "tokenizer": {"vocab_size": 384, "train_on": "members"},
+    "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64},
+              "s": {"hidden": 64, "layers": 1, "heads": 2, "ffn": 128}},
+    "train": {"epochs": 2, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0},
+}
+
 
 def build_test_zoo(root: Path, spec: dict) -> Path:
     """Write ``root/conf/<name>.yaml`` and train every size into ``root/models`` (for runs with
@@ -130,6 +141,13 @@ def build_test_zoo(root: Path, spec: dict) -> Path:
 def zoo_builder():
     """:func:`build_test_zoo`, for tests that train a family of their own."""
     return build_test_zoo
+
+
+@pytest.fixture(scope="session")
+def two_chapter_family() -> dict:
+    import copy
+
+    return copy.deepcopy(TWO_CHAPTER_FAMILY)
 
 
 @pytest.fixture(scope="session")

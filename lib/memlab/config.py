@@ -49,6 +49,25 @@ def experiment_names() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
+def required_threads(cfg: Mapping) -> dict[str, int]:
+    """Torch threads of each model a run requires (``requires.models``): a model converted into
+    ``models/<name>`` runs at the ``threads`` of ``conf/model/<name>.yaml``; zoo checkpoints
+    (``models/tiny-neox/<family>``) at the run's model template (``model.threads``). ``make reproduce`` packs
+    stages onto cores by the largest of these, and ``run.json`` records them."""
+    import yaml
+
+    out: dict[str, int] = {}
+    template = int((cfg.get("model") or {}).get("threads") or 1)
+    for path in (cfg.get("requires") or {}).get("models") or []:
+        parts = str(path).rstrip("/").split("/")
+        if len(parts) >= 3 and parts[1] == "tiny-neox":
+            out[parts[2]] = template
+        elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
+            spec = yaml.safe_load((CONF_DIR / "model" / f"{parts[-1]}.yaml").read_text()) or {}
+            out[parts[-1]] = int(spec.get("threads") or 1)
+    return out
+
+
 def check_experiment(name: str | None) -> None:
     if name is None:
         raise ConfigError("no experiment given: pass experiment=<name>; known: " + ", ".join(experiment_names()))

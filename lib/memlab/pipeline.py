@@ -25,7 +25,8 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from memlab.config import CONF_DIR, experiment_names, repo_root
+from memlab.config import CONF_DIR, experiment_names, repo_root, required_threads
+from memlab.models.zoo import load_family
 
 # what every experiment runs through; everything else an experiment uses is found from its notebook's imports
 ENTRY_MODULES = ["memlab.run", "memlab.report"]
@@ -33,6 +34,10 @@ CONVERTED_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
 # zoo builds train this many models at once, each in its own process on one torch thread, so the weights are
 # bit-identical whatever this number is (the sizes of a family are independent); 2 = the cores we have
 ZOO_JOBS = 2
+# Every stage says how many cores it keeps busy (`meta.cores`, which DVC ignores): `make reproduce` runs stages
+# side by side while their cores fit the machine (memlab.reproduce). Corpora and conversions are one process on
+# one core; a zoo family trains min(ZOO_JOBS, its sizes) processes; an experiment uses as many torch threads as
+# the largest `threads` among the models it requires (memlab.config.required_threads).
 PY = "python"
 
 
@@ -195,12 +200,14 @@ def stages() -> dict:
         "cmd": f"{PY} -m memlab.data.prepare --out data/corpora",
         "deps": code_deps(["memlab.data.prepare"]) + sorted(_rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml")),
         "outs": ["data/corpora"],
+        "meta": {"cores": 1},
     }
     for name in CONVERTED_MODELS:
         st[f"model-{name}"] = {
             "cmd": f"{PY} -m memlab.models.build --out models --only {name}",
             "deps": code_deps(["memlab.models.convert"]),
             "outs": [_model_out(name)],
+            "meta": {"cores": 1},
         }
     for fam, spec in families.items():
         deps = [*code_deps(["memlab.models.build", "memlab.models.zoo", "memlab.models.tiny"]), f"conf/zoo/{fam}.yaml",
@@ -212,6 +219,7 @@ def stages() -> dict:
             "cmd": f"{PY} -m memlab.models.build --zoo conf/zoo --out models --only {fam} --jobs {ZOO_JOBS}",
             "deps": deps,
             "outs": [_model_out(fam)],
+            "meta": {"cores": min(ZOO_JOBS, len(load_family(fam).sizes))},
         }
     for exp in experiment_names():
         full = _compose_with_choices(exp)
@@ -226,6 +234,7 @@ def stages() -> dict:
             "cmd": f"{PY} -m memlab.run experiment={exp}",
             "deps": list(dict.fromkeys(deps)),  # dedup, order kept
             **run_outputs(base, Path(nb).stem),
+            "meta": {"cores": max(required_threads(raw).values(), default=1)},
         }
     return st
 

@@ -1,10 +1,20 @@
-"""``make reproduce``: run every out-of-date DVC stage, one at a time, saying which stage of how many it is on.
+"""``make reproduce``: run every out-of-date DVC stage, side by side on the machine's cores, saying which
+stage of how many is running.
 
-    python -m memlab.reproduce          # = dvc repro, with "[3/12] exp-pearl_mia" and timings on the console
+    python -m memlab.reproduce              # = dvc repro, stages packed onto all cores (nproc)
+    python -m memlab.reproduce --jobs 1     # one stage at a time, its output on the console
 
-The plan: the stages ``dvc status`` reports changed plus everything downstream, in topological order; each
-stage runs with ``dvc repro --single-item``, so DVC still records every stage in ``dvc.lock``. A final plain ``dvc repro`` settles anything the plan missed (it
-is a no-op normally). A failed stage stops the run with one line naming it; finished stages are not rerun.
+The plan: the stages ``dvc status`` reports changed plus everything downstream, in topological order. Each
+stage says in ``dvc.yaml`` how many cores it keeps busy (``meta.cores``, written by ``memlab.pipeline``); a
+stage starts as soon as its upstream stages are done and its cores fit beside the running ones (a stage wanting
+more cores than there are runs alone). Among ready stages, the one with most stages downstream goes first (the
+critical path). Each runs as ``dvc --wait-for-lock repro --single-item <stage>``: DVC releases its repo lock
+while a stage's command runs and records every stage in ``dvc.lock`` as usual. With more than one job, each
+stage's output goes to ``.cache/reproduce/<stage>.log``. Every stage runs with ``OMP_NUM_THREADS=1`` (torch
+threads are set from config by the code itself): two stages on two cores must not each spawn a thread per
+core. A final plain ``dvc repro`` settles anything the plan missed (a no-op normally). A failed stage stops new
+stages from starting, lets the running ones finish (their work is kept) and ends the run with one line naming
+it and its log; finished stages are not rerun.
 """
 
 from __future__ import annotations
@@ -74,22 +84,106 @@ def _clock(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
+def stage_cores(dvc_yaml: Path) -> dict[str, int]:
+    import yaml
+
+    stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
+    return {n: max(1, int((s.get("meta") or {}).get("cores", 1))) for n, s in stages.items()}
+
+
+def _priority(plan: list[str], downs: dict[str, set[str]]) -> dict[str, int]:
+    """How many planned stages lie downstream of each (transitively): the longer chain starts first."""
+    below: dict[str, set[str]] = {}
+    for n in reversed(plan):  # reverse topological: a stage's downstream is known before it
+        below[n] = set()
+        for m in downs[n]:
+            if m in below:
+                below[n] |= {m} | below[m]
+    return {n: len(below[n]) for n in plan}
+
+
+def next_stages(ready: list[str], busy: int, slots: int, cores: dict[str, int]) -> list[str]:
+    """Which ready stages (best first) start now: each while its cores fit in the free slots; a stage wanting
+    more than the machine has starts only when nothing else runs."""
+    start = []
+    for n in ready:
+        want = min(cores[n], slots)
+        if busy + want <= slots:
+            start.append(n)
+            busy += want
+    return start
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 @one_line_errors
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import os
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("MEMLAB_JOBS") or os.cpu_count() or 1),
+                    help="cores to fill with stages (default: MEMLAB_JOBS or all cores)")
+    slots = ap.parse_args(argv).jobs
+    if slots < 1:
+        raise MemlabError(f"--jobs must be ≥ 1 (got {slots})")
     dvc = _dvc()
     t0 = time.time()
     plan = planned_stages(dvc)
     n = len(plan)
-    print(f"memlab: {n} stage(s) to run" + (f": {', '.join(plan)}" if n else " (everything is up to date)"),
-          file=sys.stderr, flush=True)
-    for i, stage in enumerate(plan, 1):
-        ts = time.time()
-        print(f"memlab: [{i}/{n}] {stage} — starting at {_clock(ts - t0)}", file=sys.stderr, flush=True)
-        if subprocess.call([dvc, "repro", "--single-item", stage]) != 0:
-            raise MemlabError(f"stage {stage} failed ([{i}/{n}], its output is above); fix it and rerun "
-                              "`make reproduce` — finished stages are not rerun")
-        print(f"memlab: [{i}/{n}] {stage} done in {_clock(time.time() - ts)} (total {_clock(time.time() - t0)})",
-              file=sys.stderr, flush=True)
+    print(f"memlab: {n} stage(s) to run on {slots} core(s)" + (f": {', '.join(plan)}" if n else
+          " (everything is up to date)"), file=sys.stderr, flush=True)
+    order, downs = stage_graph(Path("dvc.yaml"))
+    ups = {m: {u for u in plan if m in downs[u]} for m in plan}
+    cores = stage_cores(Path("dvc.yaml"))
+    prio = _priority(plan, downs)
+    logs = Path(".cache/reproduce")
+    if slots > 1 and n:
+        logs.mkdir(parents=True, exist_ok=True)
+        print(f"memlab: each stage's output goes to {logs}/<stage>.log", file=sys.stderr, flush=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    number = {s: i for i, s in enumerate(plan, 1)}
+    running: dict[str, tuple[subprocess.Popen, float]] = {}
+    done: set[str] = set()
+    failed: list[str] = []
+    while len(done) < n and not (failed and not running):
+        ready = sorted((s for s in plan if s not in done and s not in running and ups[s] <= done),
+                       key=lambda s: (-prio[s], number[s]))
+        busy = sum(min(cores[s], slots) for s in running)
+        for stage in ([] if failed else next_stages(ready, busy, slots, cores)):
+            out = open(logs / f"{stage}.log", "w") if slots > 1 else None
+            proc = subprocess.Popen([dvc, "--wait-for-lock", "repro", "--single-item", stage], env=env,
+                                    stdout=out, stderr=subprocess.STDOUT if out else None)
+            running[stage] = (proc, time.time())
+            others = f" (beside {', '.join(s for s in running if s != stage)})" if len(running) > 1 else ""
+            print(f"memlab: [{number[stage]}/{n}] {stage} — starting at {_clock(time.time() - t0)}{others}",
+                  file=sys.stderr, flush=True)
+        if not running:
+            break
+        time.sleep(0.2)
+        for stage, (proc, ts) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[stage]
+            if proc.returncode != 0:
+                failed.append(stage)
+                log = logs / f"{stage}.log"
+                if slots > 1:
+                    print(f"memlab: {stage} failed; the end of {log}:\n{_tail(log)}", file=sys.stderr, flush=True)
+                continue
+            done.add(stage)
+            print(f"memlab: [{number[stage]}/{n}] {stage} done in {_clock(time.time() - ts)} "
+                  f"(total {_clock(time.time() - t0)}; {len(done)}/{n} done)", file=sys.stderr, flush=True)
+    if failed:
+        stage = failed[0]
+        where = f", log: {logs / f'{stage}.log'}" if slots > 1 else ", its output is above"
+        raise MemlabError(f"stage {stage} failed ([{number[stage]}/{n}]{where}); fix it and rerun "
+                          "`make reproduce` — finished stages are not rerun")
     if subprocess.call([dvc, "repro"]) != 0:
         raise MemlabError("the final `dvc repro` failed (its output is above)")
     print(f"memlab: reproduced in {_clock(time.time() - t0)}", file=sys.stderr, flush=True)

@@ -107,7 +107,7 @@ def read_run(results: Path, experiment: str) -> Run:
     run.notebook_html = nb if nb.exists() else next(iter(sorted(folder.glob("*.html"))), None)
     run.metrics = folder / "metrics.json" if (folder / "metrics.json").exists() else None
     run.timing = run_timing(folder)
-    run.threads = _model_threads(folder / "config.yaml")
+    run.threads = _run_threads(folder)
     return run
 
 
@@ -129,6 +129,18 @@ def run_timing(folder: Path) -> dict:
     t1 = max((p.stat().st_mtime for p in ends), default=None)
     return {"started": _iso(t0), "seconds": round(t1 - t0, 1) if t1 and t1 >= t0 else None,
             "source": "file times"}
+
+
+def _run_threads(folder: Path):
+    """Torch threads per model from ``run.json`` ("1" when all agree); older runs: the config's model.threads."""
+    try:
+        per_model = json.loads((folder / "run.json").read_text()).get("threads")
+    except (OSError, ValueError):
+        per_model = None
+    if per_model:
+        counts = set(per_model.values())
+        return str(counts.pop()) if len(counts) == 1 else ", ".join(f"{m} {t}" for m, t in sorted(per_model.items()))
+    return _model_threads(folder / "config.yaml")
 
 
 def _model_threads(config: Path):

@@ -3,6 +3,7 @@ and finished stages are not rerun. Real git + dvc in a temp dir."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -47,3 +48,78 @@ def test_failed_stage_is_one_line_and_finished_stages_stay(tmp_path):
     errors = [line for line in r.stderr.splitlines() if line.startswith("memlab: error:")]
     assert len(errors) == 1 and "stage second failed ([2/2]" in errors[0]
     assert (root / "a.txt").exists() and "first" in (root / "dvc.lock").read_text()
+
+
+def _parallel_repo(tmp_path: Path, cores: dict[str, int], fail: str | None = None) -> Path:
+    """Stages a and b are independent (each records when it ran, waiting long enough to overlap a sibling);
+    c needs both. ``meta.cores`` as memlab.pipeline writes it."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    for cmd in (["git", "init", "-q"], [str(Path(sys.executable).with_name("dvc")), "init", "-q"]):
+        subprocess.run(cmd, cwd=root, check=True, env=ENV)
+    (root / "in.txt").write_text("x")
+
+    def timed(name: str) -> str:
+        body = ("import time, sys; t = time.time(); time.sleep(3); "
+                + ("sys.exit(5)" if name == fail else
+                   f"open('{name}.txt', 'w').write(repr((t, time.time())))"))
+        return f'python -c "{body}"'
+
+    stages = {n: {"cmd": timed(n), "deps": ["in.txt"], "outs": [f"{n}.txt"], "meta": {"cores": cores[n]}}
+              for n in ("a", "b")}
+    stages["c"] = {"cmd": "python -c \"open('c.txt', 'w').write(open('a.txt').read() + open('b.txt').read())\"",
+                   "deps": ["a.txt", "b.txt"], "outs": ["c.txt"], "meta": {"cores": 1}}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    return root
+
+
+def _interval(root: Path, name: str) -> tuple[float, float]:
+    return ast.literal_eval((root / f"{name}.txt").read_text())  # the (start, end) the stage wrote
+
+
+def test_independent_stages_run_side_by_side_and_dvc_records_all(tmp_path):
+    root = _parallel_repo(tmp_path, {"a": 1, "b": 1})
+    r = subprocess.run([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (a0, a1), (b0, b1) = _interval(root, "a"), _interval(root, "b")
+    assert a0 < b1 and b0 < a1, "a and b did not overlap"
+    assert "beside" in r.stderr and (root / ".cache/reproduce/a.log").exists()
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    assert set(lock) == {"a", "b", "c"}
+    status = subprocess.run([str(Path(sys.executable).with_name("dvc")), "status"], cwd=root, env=ENV,
+                            capture_output=True, text=True)
+    assert "up to date" in status.stdout, status.stdout
+
+
+def test_a_stage_that_wants_every_core_runs_alone(tmp_path):
+    root = _parallel_repo(tmp_path, {"a": 2, "b": 1})
+    r = subprocess.run([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (a0, a1), (b0, b1) = _interval(root, "a"), _interval(root, "b")
+    assert a1 <= b0 or b1 <= a0, "a (2 cores) overlapped b on a 2-core budget"
+
+
+def test_a_failure_lets_the_running_sibling_finish_and_names_its_log(tmp_path):
+    root = _parallel_repo(tmp_path, {"a": 1, "b": 1}, fail="b")
+    r = subprocess.run([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2
+    errors = [line for line in r.stderr.splitlines() if line.startswith("memlab: error:")]
+    assert len(errors) == 1 and "stage b failed" in errors[0] and ".cache/reproduce/b.log" in errors[0]
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    assert set(lock) == {"a"} and not (root / "c.txt").exists()
+
+
+def test_critical_path_first_and_packing():
+    from memlab.reproduce import _priority, next_stages
+
+    downs = {"zoo": {"exp1", "exp2"}, "exp1": set(), "exp2": set(), "other": set()}
+    prio = _priority(["zoo", "other", "exp1", "exp2"], downs)
+    assert prio == {"zoo": 2, "other": 0, "exp1": 0, "exp2": 0}
+    cores = {"big": 2, "x": 1, "y": 1, "huge": 8}
+    assert next_stages(["big", "x", "y"], 0, 2, cores) == ["big"]
+    assert next_stages(["x", "big", "y"], 0, 2, cores) == ["x", "y"]
+    assert next_stages(["huge"], 1, 2, cores) == []
+    assert next_stages(["huge"], 0, 2, cores) == ["huge"]

@@ -8,21 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-MICRO_ZOO = {
-    "name": "micro",
-    "description": "test family: two KJV chapters trained, two held out",
-    "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2"]}],
-    "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2"]}],
-    "tokenizer": {"vocab_size": 384, "train_on": "members"},
-    "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64},
-              "s": {"hidden": 64, "layers": 1, "heads": 2, "ffn": 128}},
-    "train": {"epochs": 2, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0},
-}
 
 
 @pytest.fixture(scope="module")
-def micro_zoo(tmp_path_factory, zoo_builder):
-    return zoo_builder(tmp_path_factory.mktemp("zoo"), MICRO_ZOO)
+def micro_zoo(tmp_path_factory, zoo_builder, two_chapter_family):
+    return zoo_builder(tmp_path_factory.mktemp("zoo"), two_chapter_family)
 
 
 def _run(micro_zoo, results, *extra):

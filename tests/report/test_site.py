@@ -23,25 +23,15 @@ import pytest
 from memlab.site import build
 
 TIMEOUT_MS = 120_000
-MICRO_ZOO = {
-    "name": "micro",
-    "description": "test family: two KJV chapters trained, two held out",
-    "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2"]}],
-    "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2"]}],
-    "tokenizer": {"vocab_size": 384, "train_on": "members"},
-    "sizes": {"xs": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64},
-              "s": {"hidden": 64, "layers": 1, "heads": 2, "ffn": 128}},
-    "train": {"epochs": 2, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0},
-}
 SYNTHETIC = "synthetic_three_verdicts"
 COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "our_value", "ci_low", "ci_high", "setting",
            "verdict", "reason"]
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory, zoo_builder):
+def results(tmp_path_factory, zoo_builder, two_chapter_family):
     """A results folder: the demo's real default run (key ``default``) + one synthetic run with three verdicts."""
-    zoo = zoo_builder(tmp_path_factory.mktemp("zoo"), MICRO_ZOO)
+    zoo = zoo_builder(tmp_path_factory.mktemp("zoo"), two_chapter_family)
     root = tmp_path_factory.mktemp("results")
     results = root / "results"
     overrides = [f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={results}",
@@ -97,6 +87,7 @@ def test_real_run_records_timing_and_has_claims(results):
     run = results / "memorization_curve" / "default"
     info = json.loads((run / "run.json").read_text())
     assert info["key"] == "default" and info["seconds"] > 0 and info["started"].endswith("+00:00")
+    assert info["threads"] == {"kjv": 1}  # the demo's family, at the tiny-neox template's threads
     with (run / "tables" / "comparison.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows and list(rows[0]) == COLUMNS
