@@ -135,26 +135,28 @@ def bit_flip_all(text: str, cfg: PerturbationConfig, seed: int) -> list[Perturbe
         cand = np.arange(len(data), dtype=np.int64)
     order = cand[rng.permutation(len(cand))]
     u = rng.random(len(order))  # which bit, per position in the order (drawn once: keeps levels nested)
-    flips: list[tuple[int, int]] = []
+    flips = []
     for pos, r in zip(order, u):
-        b = data[pos]
-        if cfg.ascii_safe:
-            bits = [j for j in range(7) if _printable(b ^ (1 << j))]
-        else:
-            bits = list(range(8))
+        bits = _flippable_bits(data[pos], cfg.ascii_safe)
         flips.append((int(pos), bits[int(r * len(bits))]))
+    return _apply_levels(data, flips, len(data), cfg)
+
+
+def _flippable_bits(b: int, ascii_safe: bool) -> list[int]:
+    return [j for j in range(7) if _printable(b ^ (1 << j))] if ascii_safe else list(range(8))
+
+
+def _apply_levels(data: bytearray, flips: list[tuple[int, int]], n_units: int,
+                  cfg: PerturbationConfig) -> list[Perturbed]:
+    """Level k applies the first m(k) of ``flips`` (byte position, bit), so the levels nest."""
     out = []
     for k in cfg.levels:
-        m = min(n_flips(len(data), k, cfg), len(flips))
+        m = min(n_flips(n_units, k, cfg), len(flips))
         buf = bytearray(data)
         for pos, bit in flips[:m]:
             buf[pos] ^= 1 << bit
         out.append(Perturbed(buf.decode("utf-8", errors="replace"), k, m, "bitflip"))
     return out
-
-
-def _flippable_bits(b: int, ascii_safe: bool) -> list[int]:
-    return [j for j in range(7) if _printable(b ^ (1 << j))] if ascii_safe else list(range(8))
 
 
 def _token_flips(data: bytearray, cfg: PerturbationConfig, rng: np.random.Generator) -> list[Perturbed]:
@@ -172,14 +174,7 @@ def _token_flips(data: bytearray, cfg: PerturbationConfig, rng: np.random.Genera
         pos = cands[idx][int(a * len(cands[idx]))]
         bits = _flippable_bits(data[pos], cfg.ascii_safe)
         flips.append((pos, bits[int(b * len(bits))]))
-    out = []
-    for k in cfg.levels:
-        m = min(n_flips(len(tokens), k, cfg), len(flips))
-        buf = bytearray(data)
-        for pos, bit in flips[:m]:
-            buf[pos] ^= 1 << bit
-        out.append(Perturbed(buf.decode("utf-8", errors="replace"), k, m, "bitflip"))
-    return out
+    return _apply_levels(data, flips, len(tokens), cfg)
 
 
 def synonym_substitute_all(text: str, cfg: PerturbationConfig, seed: int, synonyms: _Synonyms) -> list[Perturbed]:
