@@ -16,18 +16,33 @@ Measured side by side (ratios are what matter on this shared machine):
 * ``infini_gram_attribute``: ``InfiniGramEngine.attribute`` (OLMoTrace's primitive, C++) on the same
   corpus and generations (it also returns documents; we time it as the closest public equivalent);
 * ``simpletrace``: our full steps 1–4 (spans, rarity filter, documents, merge, nv statistics) per generation;
-* index build MB/s (text bytes / build seconds, tokenization excluded and included) for both backends.
+* index build MB/s (text bytes / build seconds, tokenization excluded and included) for both backends, each
+  build in its own subprocess so its peak RSS is its own (``resource.getrusage``: the build process, and
+  the largest of its helpers — tokenizer workers, infini-gram's indexer); the suffix-array build also with
+  one tokenizer process, to show what the pool buys;
+* the same builds on a ~``BIG_CORPUS_MB`` MB corpus (full run only): seeded shuffles of the indexed
+  documents' lines, so it is not trivially repeated, generated into the temp dir at bench time; infini-gram
+  in shards of ``BIG_SHARD_TOKENS`` tokens (its peak memory is bounded by the shard, not the corpus).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import resource
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+BIG_CORPUS_MB = 300        # the "past RAM" case: peak RSS should not grow with it (full run only)
+BIG_SHARD_TOKENS = 25_000_000  # infini-gram shard size for the big corpus
+IG_MEM_GB = 4              # memory infini-gram's indexer may use per shard
 
 
 def _corpus(target_tokens: int, tok, encode):
@@ -62,6 +77,71 @@ def _corpus(target_tokens: int, tok, encode):
     return out, ntok
 
 
+def _write_jsonl(docs, path: Path) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps({"id": d.id, "text": d.text}, ensure_ascii=False) + "\n")
+
+
+def _read_jsonl(path: Path):
+    """(id, text) pairs, one line at a time: the build streams them."""
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            yield rec["id"], rec["text"]
+
+
+def _shuffled_copies(src: Path, dst: Path, target_mb: float) -> float:
+    """Seeded copies of ``src`` (copy k: every document's lines shuffled with seed k, every fifth word
+    swapped with its neighbour) until ``target_mb`` MB of text; returns the MB written."""
+    written, k = 0, 0
+    with dst.open("w", encoding="utf-8") as f:
+        while written < target_mb * 1e6:
+            k += 1
+            rng = random.Random(k)
+            for doc_id, text in _read_jsonl(src):
+                lines = text.split("\n")
+                rng.shuffle(lines)
+                words = "\n".join(lines).split(" ")
+                for i in range(rng.randrange(5), len(words) - 1, 5):
+                    words[i], words[i + 1] = words[i + 1], words[i]
+                text = " ".join(words)
+                f.write(json.dumps({"id": f"{doc_id}#{k}", "text": text}, ensure_ascii=False) + "\n")
+                written += len(text.encode("utf-8"))
+                if written >= target_mb * 1e6:
+                    break
+    return written / 1e6
+
+
+def _timed_build(corpus: Path, tok_dir: Path, out: Path, backend: str, **options) -> dict:
+    """Build an index in a fresh subprocess (this file, ``build`` mode); its seconds and peak RSS."""
+    cmd = [sys.executable, __file__, "build", str(corpus), str(tok_dir), str(out), backend, json.dumps(options)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"index build failed: {res.stderr.strip().splitlines()[-1:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _build_child(corpus: str, tok_dir: str, out: str, backend: str, options: str) -> None:
+    from transformers import AutoTokenizer
+
+    from memlab.methods.trace.index import build_index
+
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    t0 = time.perf_counter()
+    ix = build_index(_read_jsonl(Path(corpus)), tok, out, backend=backend, **json.loads(options))
+    wall = time.perf_counter() - t0
+    mb = ix.meta["text_bytes"] / 1e6
+    kb = 1024  # ru_maxrss is in KiB on Linux
+    print(json.dumps({
+        "text_mb": round(mb, 2), "tokens": ix.n_tokens, "seconds": round(wall, 2),
+        "mb_per_s_incl_tokenize": round(mb / wall, 2),
+        "mb_per_s_tokenize": round(mb / ix.meta["build_seconds"]["tokenize"], 2),
+        "mb_per_s_index": round(mb / ix.meta["build_seconds"]["index"], 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, 1),
+        "peak_rss_helper_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb, 1)}))
+
+
 def _generations(index, held_ids, n, L, rng):
     T = index.T
     starts = index.doc_starts
@@ -88,7 +168,9 @@ def run(quick: bool = False) -> dict:
 
     torch.set_num_threads(1)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from memlab.methods.trace.index import build_index
+    from transformers import AutoTokenizer
+
+    from memlab.methods.trace.index import load_index
     from memlab.methods.trace.simpletrace import Tracer
     from memlab.models.tiny import train_tokenizer
     from memlab.data.corpora import load_corpus
@@ -103,7 +185,8 @@ def run(quick: bool = False) -> dict:
         tmp = Path(tmp)
         sample = [d.text for d in load_corpus("kjv", unit="chapter")[:400]] + \
                  [d.text for d in load_corpus("stdlib")[:60]]
-        tok = train_tokenizer(sample, 4096, tmp / "tok")
+        train_tokenizer(sample, 4096, tmp / "tok")
+        tok = AutoTokenizer.from_pretrained(str(tmp / "tok"))  # the one the build subprocesses load
         encode = lambda t: tok(t, add_special_tokens=False, verbose=False)["input_ids"]  # noqa: E731
         docs, ntok = _corpus(int(target * 1.03), tok, encode)  # 2 % are held out below
         rng.shuffle(docs)
@@ -111,18 +194,31 @@ def run(quick: bool = False) -> dict:
         held, indexed = docs[:n_held], docs[n_held:]
         held_ids = [encode(d.text) for d in held]
 
-        t0 = time.perf_counter()
-        sa = build_index(indexed, tok, tmp / "sa", backend="suffix_array")
-        t_sa = time.perf_counter() - t0
-        mb = sa.meta["text_bytes"] / 1e6
-        res.update(index_tokens=sa.n_tokens, index_docs=sa.n_docs, index_text_mb=round(mb, 2))
-        res["sa_build_mb_per_s"] = round(mb / sa.meta["build_seconds"]["index"], 2)
-        res["sa_build_mb_per_s_incl_tokenize"] = round(mb / t_sa, 2)
-        t0 = time.perf_counter()
-        ig = build_index(indexed, tok, tmp / "ig", backend="infini_gram", mem_gb=4)
-        t_ig = time.perf_counter() - t0
-        res["infini_gram_build_mb_per_s"] = round(mb / ig.meta["build_seconds"]["index"], 2)
-        res["infini_gram_build_mb_per_s_incl_tokenize"] = round(mb / t_ig, 2)
+        tok_dir = tmp / "tok"
+        indexed_file = tmp / "indexed.jsonl"
+        _write_jsonl(indexed, indexed_file)
+        builds = {"sa": _timed_build(indexed_file, tok_dir, tmp / "sa", "suffix_array"),
+                  "ig": _timed_build(indexed_file, tok_dir, tmp / "ig", "infini_gram", mem_gb=IG_MEM_GB)}
+        if not quick:
+            builds["sa_1_tokenizer_process"] = _timed_build(indexed_file, tok_dir, tmp / "sa1", "suffix_array",
+                                                            tokenize_workers=1)
+            shutil.rmtree(tmp / "sa1")
+        sa, ig = load_index(tmp / "sa"), load_index(tmp / "ig")
+        res.update(index_tokens=sa.n_tokens, index_docs=sa.n_docs, index_text_mb=round(sa.meta["text_bytes"] / 1e6, 2))
+        res["sa_build_mb_per_s"] = builds["sa"]["mb_per_s_index"]
+        res["sa_build_mb_per_s_incl_tokenize"] = builds["sa"]["mb_per_s_incl_tokenize"]
+        res["infini_gram_build_mb_per_s"] = builds["ig"]["mb_per_s_index"]
+        res["infini_gram_build_mb_per_s_incl_tokenize"] = builds["ig"]["mb_per_s_incl_tokenize"]
+        if not quick:
+            big = tmp / "big.jsonl"
+            res["big_corpus_mb"] = round(_shuffled_copies(indexed_file, big, BIG_CORPUS_MB), 1)
+            builds["big_sa"] = _timed_build(big, tok_dir, tmp / "big_sa", "suffix_array")
+            shutil.rmtree(tmp / "big_sa")
+            builds["big_ig"] = _timed_build(big, tok_dir, tmp / "big_ig", "infini_gram", mem_gb=IG_MEM_GB,
+                                            shard_tokens=BIG_SHARD_TOKENS)
+            shutil.rmtree(tmp / "big_ig")
+            big.unlink()
+        res["builds"] = builds
 
         gens = _generations(sa, held_ids, n_gens, L, rng)
 
@@ -179,7 +275,7 @@ def run(quick: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    import json
-    import sys
-
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))
+    if sys.argv[1:2] == ["build"]:
+        _build_child(*sys.argv[2:7])
+    else:
+        print(json.dumps(run(quick="--quick" in sys.argv), indent=1))

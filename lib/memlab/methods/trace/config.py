@@ -12,6 +12,7 @@ from memlab.schema import check
 class TraceConfig:
     seed: int
     backend: str = field(metadata=check(choices=tuple(BACKENDS)))
+    index_shard_tokens: int = field(metadata=check(ge=1))
     k_frac: float = field(metadata=check(gt=0, le=1))
     doc_cap: int = field(metadata=check(ge=1))
     min_span_tokens: int = field(metadata=check(ge=1))

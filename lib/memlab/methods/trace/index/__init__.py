@@ -33,10 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from memlab.errors import MemlabError
-from memlab.methods.trace.index.base import (BACKENDS, FORMAT_VERSION, Occurrences, TokenIndex, _checked_texts,
+from memlab.methods.trace.index.base import (BACKENDS, FORMAT_VERSION, Occurrences, TokenIndex, checked_doc,
                                              backend_class, encode_texts, read_jsonl_bytes, register_backend,
                                              token_dtype_for, tokenizer_fingerprint, vocab_size_of)
 # importing the backend modules registers their classes in BACKENDS (suffix_array first, as before)
+from memlab.methods.trace.index.corpus_stream import TokenizedCorpus, tokenize_corpus
 from memlab.methods.trace.index.suffix_array import SuffixArrayIndex
 from memlab.methods.trace.index.infini_gram import ExternalInfiniGramIndex, InfiniGramIndex
 
@@ -48,53 +49,63 @@ __all__ = ["BACKENDS", "FORMAT_VERSION", "ExternalInfiniGramIndex", "InfiniGramI
 # ------------------------------------------------------------------------------------- build / load
 
 def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_array",
-                tokenizer_name: str | None = None, shards: int = 1, mem_gb: int = 2,
-                overwrite: bool = False) -> TokenIndex:
-    """Tokenize ``docs`` (Documents or (id, text) pairs) and build an index in ``out_dir``.
+                tokenizer_name: str | None = None, shards: int = 1, shard_tokens: int | None = None,
+                mem_gb: int = 2, overwrite: bool = False, tokenize_workers: int | None = None) -> TokenIndex:
+    """Tokenize ``docs`` (an iterable of Documents or (id, text) pairs, read once) and build an index in
+    ``out_dir``.
 
-    Built in ``<out_dir>.tmp`` and renamed at the end; ``meta.json`` is the last file written. Returns the
-    loaded index. Refuses empty corpora, empty documents and invalid UTF-8 with one line.
+    Documents are streamed: tokenized in chunks by ``tokenize_workers`` processes (all cores when None; the
+    index is the same for any number) and written to disk as they come (:mod:`.corpus_stream`). infini-gram
+    indexes are split into ``shards`` shards of equal document counts (needs ``len(docs)``), or, when
+    ``shard_tokens`` is given, into shards of about that many tokens. Built in ``<out_dir>.tmp`` and
+    renamed at the end; ``meta.json`` is the last file written. Returns the loaded index. Refuses empty
+    corpora, empty documents and invalid UTF-8 with one line (and leaves nothing behind).
     """
     backend_cls = backend_class(backend)
     out = Path(out_dir)
     if (out / "meta.json").exists() and not overwrite:
         return load_index(out)
-    ids, texts = _checked_texts(docs)
-    t0 = time.perf_counter()
-    token_lists = encode_texts(tokenizer, texts)
-    t_tok = time.perf_counter() - t0
-    for doc_id, toks in zip(ids, token_lists):
-        if len(toks) == 0:
-            raise MemlabError(f"document {doc_id!r} has no tokens; drop it before indexing")
     vocab = vocab_size_of(tokenizer)
-    meta = {
-        "format_version": FORMAT_VERSION, "backend": backend,
-        "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
-        "tokenizer_name": tokenizer_name or getattr(tokenizer, "name_or_path", None),
-        "vocab_size": vocab, "eos_token_id": tokenizer.eos_token_id if tokenizer.eos_token_id is not None
-        and tokenizer.eos_token_id < vocab else 0,
-        "n_docs": len(texts), "n_tokens": int(sum(len(t) for t in token_lists)),
-        "text_bytes": int(sum(len(t.encode("utf-8")) for t in texts)),
-    }
+    docs_per_shard = _equal_doc_shards(docs, shards) if shard_tokens is None else None
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    t1 = time.perf_counter()
-    backend_cls.build(ids, texts, token_lists, tmp, meta, shards=shards, mem_gb=mem_gb)
-    uni = np.bincount(np.concatenate(token_lists).astype(np.int64), minlength=vocab)[:max(vocab, 1)]
-    np.save(tmp / "unigram.npy", uni.astype(np.int64))
-    blobs = [t.encode("utf-8") for t in texts]
-    with open(tmp / "texts.bin", "wb") as f:
-        for b in blobs:
-            f.write(b)
-    np.save(tmp / "text_offsets.npy", np.concatenate([[0], np.cumsum([len(b) for b in blobs])]).astype(np.int64))
-    (tmp / "ids.json").write_text(json.dumps(ids, ensure_ascii=False), encoding="utf-8")
-    meta["build_seconds"] = {"tokenize": round(t_tok, 3), "index": round(time.perf_counter() - t1, 3)}
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    try:
+        t0 = time.perf_counter()
+        corpus = tokenize_corpus(docs, tokenizer, tmp, vocab, workers=tokenize_workers)
+        t_tok = time.perf_counter() - t0
+        meta = {
+            "format_version": FORMAT_VERSION, "backend": backend,
+            "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+            "tokenizer_name": tokenizer_name or getattr(tokenizer, "name_or_path", None),
+            "vocab_size": vocab, "eos_token_id": tokenizer.eos_token_id if tokenizer.eos_token_id is not None
+            and tokenizer.eos_token_id < vocab else 0,
+            "n_docs": corpus.n_docs, "n_tokens": corpus.n_tokens, "text_bytes": corpus.text_bytes,
+        }
+        t1 = time.perf_counter()
+        backend_cls.build(corpus, tmp, meta, docs_per_shard=docs_per_shard, shard_tokens=shard_tokens, mem_gb=mem_gb)
+        corpus.tokens_file.unlink()
+        meta["build_seconds"] = {"tokenize": round(t_tok, 3), "index": round(time.perf_counter() - t1, 3)}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
     return load_index(out)
+
+
+def _equal_doc_shards(docs, shards: int) -> list[int] | None:
+    """Documents per shard for ``shards`` shards of equal document counts (the last one shorter)."""
+    if shards <= 1:
+        return None
+    if not hasattr(docs, "__len__"):
+        raise MemlabError("shards= needs a list of documents; for a stream of documents give shard_tokens=")
+    n = len(docs)
+    shards = max(1, min(int(shards), n))
+    per = -(-n // shards)
+    return [min(per, n - s * per) for s in range(shards) if n - s * per > 0]
 
 
 def load_index(path: str | Path) -> TokenIndex:

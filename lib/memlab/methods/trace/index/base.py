@@ -15,11 +15,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 import numpy as np
 
 from memlab.errors import ConfigError, MemlabError
+
+if TYPE_CHECKING:
+    from memlab.methods.trace.index.corpus_stream import TokenizedCorpus
 
 FORMAT_VERSION = 1
 
@@ -67,31 +70,23 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
 
 # ------------------------------------------------------------------------------------------- validation
 
-def _checked_texts(docs) -> tuple[list[str], list[str]]:
-    """(ids, texts) of the documents, refusing empty corpora, empty documents and invalid UTF-8."""
-    ids, texts = [], []
-    for d in docs:
-        doc_id, text = (d.id, d.text) if hasattr(d, "text") else (str(d[0]), d[1])
-        if isinstance(text, (bytes, bytearray)):
-            try:
-                text = bytes(text).decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise MemlabError(f"document {doc_id!r} is not valid UTF-8 (byte {err.start}); "
-                                  "re-encode the corpus as UTF-8 before indexing") from None
+def checked_doc(d) -> tuple[str, str]:
+    """(id, text) of a Document or an (id, text) pair, refusing invalid UTF-8 and empty texts with one line."""
+    doc_id, text = (d.id, d.text) if hasattr(d, "text") else (str(d[0]), d[1])
+    if isinstance(text, (bytes, bytearray)):
         try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise MemlabError(f"document {doc_id!r} holds invalid UTF-8 (surrogate at char {err.start}); "
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise MemlabError(f"document {doc_id!r} is not valid UTF-8 (byte {err.start}); "
                               "re-encode the corpus as UTF-8 before indexing") from None
-        if not text.strip():
-            raise MemlabError(f"document {doc_id!r} is empty; drop empty documents before indexing")
-        ids.append(doc_id)
-        texts.append(text)
-    if not texts:
-        raise MemlabError("no documents to index; check the corpus name and options")
-    if len(set(ids)) != len(ids):
-        raise MemlabError("document ids are not unique; give every document a distinct id before indexing")
-    return ids, texts
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise MemlabError(f"document {doc_id!r} holds invalid UTF-8 (surrogate at char {err.start}); "
+                          "re-encode the corpus as UTF-8 before indexing") from None
+    if not text.strip():
+        raise MemlabError(f"document {doc_id!r} is empty; drop empty documents before indexing")
+    return doc_id, text
 
 
 def read_jsonl_bytes(path: str | Path) -> list[tuple[str, str]]:
@@ -135,11 +130,11 @@ class TokenIndex(abc.ABC):
     # ---- per-backend build and layout (used by build_index / load_index)
     @classmethod
     @abc.abstractmethod
-    def build(cls, ids: list[str], texts: list[str], token_lists: list[np.ndarray], out: Path,
-              base_meta: dict, **options) -> None:
-        """Write this backend's own files into ``out`` (``build_index`` writes the shared ones: unigram
-        counts, texts, ids and, last, ``meta.json``); may add backend fields to ``base_meta``.
-        ``options`` are build_index's backend options (``shards``, ``mem_gb``); unused ones are ignored."""
+    def build(cls, corpus: TokenizedCorpus, out: Path, base_meta: dict, **options) -> None:
+        """Write this backend's own files into ``out`` from the streamed token file of ``corpus``
+        (``build_index`` writes the shared ones: unigram counts, texts, ids and, last, ``meta.json``); may add
+        backend fields to ``base_meta``. ``options`` are build_index's backend options (``shards``,
+        ``shard_tokens``, ``mem_gb``); unused ones are ignored."""
 
     @classmethod
     @abc.abstractmethod

@@ -8,20 +8,22 @@ from pathlib import Path
 
 from memlab.errors import MemlabError
 
-def cached_index(docs, tokenizer, root: str | Path, *, backend: str, label: str):
+def cached_index(docs, tokenizer, root: str | Path, *, backend: str, label: str, shard_tokens: int | None = None):
     """Build (once) an index of ``docs`` with ``tokenizer`` under ``root``, keyed by the documents'
-    ids + SHA-256, the tokenizer fingerprint and the backend, so reruns reuse it."""
+    ids + SHA-256, the tokenizer fingerprint, the backend and (infini-gram only: it changes the files) the
+    shard size ``shard_tokens`` (``method.index_shard_tokens``; None: one shard), so reruns reuse it."""
     import hashlib
     import json
 
     from memlab.methods.trace.index import build_index, load_index, tokenizer_fingerprint
 
-    h = hashlib.sha256(json.dumps([[d.id, d.sha256] for d in docs] + [tokenizer_fingerprint(tokenizer), backend])
-                       .encode()).hexdigest()[:16]
+    key = [tokenizer_fingerprint(tokenizer), backend] + ([shard_tokens] if backend == "infini_gram" and shard_tokens
+                                                          else [])
+    h = hashlib.sha256(json.dumps([[d.id, d.sha256] for d in docs] + key).encode()).hexdigest()[:16]
     path = Path(root) / f"{label}-{backend}-{h}"
     if (path / "meta.json").exists():
         return load_index(path)
-    return build_index(docs, tokenizer, path, backend=backend, overwrite=True)
+    return build_index(docs, tokenizer, path, backend=backend, shard_tokens=shard_tokens, overwrite=True)
 
 
 def tokenizer_for(path_or_none, docs, cache_root: str | Path, vocab_size: int):

@@ -16,7 +16,7 @@ import numpy as np
 
 from memlab.errors import MemlabError
 from memlab.methods.trace.index.base import (FORMAT_VERSION, Occurrences, TokenIndex, register_backend,
-                                             token_dtype_for, tokenizer_fingerprint, vocab_size_of)
+                                             tokenizer_fingerprint, vocab_size_of)
 
 _SHARED_FILES = ("unigram.npy", "texts.bin", "text_offsets.npy", "ids.json")  # written by build_index
 
@@ -44,28 +44,25 @@ class InfiniGramIndex(TokenIndex):
         return list(_SHARED_FILES) + [f"{k}.{s}" for s in range(shards) for k in ("tokenized", "offset", "table")]
 
     @classmethod
-    def build(cls, ids: list[str], texts: list[str], token_lists: list[np.ndarray], out: Path,
-              base_meta: dict, shards: int = 1, mem_gb: int = 2) -> None:
-        vocab = base_meta["vocab_size"]
-        dt = token_dtype_for(vocab)
-        width = dt.itemsize
-        sep = (b"\xff" * width)
-        shards = max(1, min(int(shards), len(token_lists)))
-        per = -(-len(token_lists) // shards)
-        docs_per_shard = []
-        for s in range(shards):
-            chunk = token_lists[s * per:(s + 1) * per]
-            docs_per_shard.append(len(chunk))
-            offs, pos = [], 0
-            with open(out / f"tokenized.{s}", "wb") as f:
-                for toks in chunk:
-                    content = sep + np.asarray(toks, dtype=dt).astype(dt.newbyteorder("<")).tobytes()
-                    offs.append(pos)
-                    f.write(content)
-                    pos += len(content)
-            np.asarray(offs, dtype=np.uint64).tofile(out / f"offset.{s}")
-        base_meta["docs_per_shard"] = docs_per_shard
+    def build(cls, corpus, out: Path, base_meta: dict, docs_per_shard: list[int] | None = None,
+              shard_tokens: int | None = None, mem_gb: int = 2, **options) -> None:
+        """Split the token file into infini-gram shards (``docs_per_shard``, or about ``shard_tokens``
+        tokens each, or one) by copying byte ranges, then run ``infini_gram.indexing``, which builds each
+        shard's suffix array in at most ``mem_gb`` of memory: peak memory is bounded by the shard size."""
+        width = corpus.dtype.itemsize
+        plan = docs_per_shard or _token_shards(corpus.doc_lengths, shard_tokens)
+        doc_bytes = (corpus.doc_lengths + 1) * width
+        first = 0
+        with open(corpus.tokens_file, "rb") as src:
+            for s, n in zip(_shard_names(len(plan)), plan):
+                sizes = doc_bytes[first:first + n]
+                np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.uint64).tofile(out / f"offset.{s}")
+                with open(out / f"tokenized.{s}", "wb") as dst:
+                    _copy(src, dst, int(sizes.sum()))
+                first += n
+        base_meta["docs_per_shard"] = [int(n) for n in plan]
         base_meta["token_dtype"] = {2: "u16", 4: "u32"}[width]
+        shards = len(plan)
         cmd = [sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(out), "--save_dir", str(out),
                "--token_dtype", base_meta["token_dtype"], "--shards", str(shards), "--cpus", "1",
                "--mem", str(mem_gb), "--ulimit", "20000"]
@@ -103,6 +100,34 @@ class InfiniGramIndex(TokenIndex):
         """infini-gram's own ``attribute`` (OLMoTrace primitive), for the benchmark comparison."""
         return self.engine.attribute(input_ids=[int(t) for t in tokens], delim_ids=[], min_len=min_len,
                                      max_cnt=max_cnt, enforce_bow=False)
+
+
+def _shard_names(n: int) -> list[str]:
+    """File suffixes of shards 0..n-1 in document order: the engine opens shards in the lexicographic order
+    of their names (``tokenized.10`` before ``tokenized.2``), so document order follows that order."""
+    return sorted(str(s) for s in range(n))
+
+
+def _token_shards(doc_lengths: np.ndarray, shard_tokens: int | None) -> list[int]:
+    """Documents per shard: whole documents, a new shard once the current one holds ``shard_tokens``."""
+    if not shard_tokens:
+        return [len(doc_lengths)]
+    plan, n, size = [], 0, 0
+    for length in doc_lengths.tolist():
+        n, size = n + 1, size + length + 1
+        if size >= shard_tokens:
+            plan.append(n)
+            n, size = 0, 0
+    return plan + [n] if n else plan
+
+
+def _copy(src, dst, nbytes: int, block: int = 1 << 24) -> None:
+    while nbytes > 0:
+        buf = src.read(min(block, nbytes))
+        if not buf:
+            raise MemlabError(f"token file {src.name} ended early; rebuild the index")
+        dst.write(buf)
+        nbytes -= len(buf)
 
 
 class ExternalInfiniGramIndex(InfiniGramIndex):

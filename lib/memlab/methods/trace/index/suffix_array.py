@@ -19,6 +19,26 @@ _CACHED_PREFIX = 4    # memoize SA intervals of prefixes up to this many tokens
 _STEPS65 = np.arange(65, dtype=np.int64)
 
 
+def _token_suffix_array(T: np.ndarray, block: int = 1 << 22) -> np.ndarray:
+    """Suffix array of the token sequence ``T``: divsufsort over its big-endian bytes (byte order = token
+    order there), keeping the suffixes that start on a token, in blocks so that no full-size temporary
+    is made besides the byte-level array. The same array as ``pydivsufsort.divsufsort(T)``, which makes
+    two more byte-level temporaries (and so ~6 bytes per token more at the peak)."""
+    import pydivsufsort
+
+    width = T.dtype.itemsize
+    shift = width.bit_length() - 1
+    byte_sa = pydivsufsort.divsufsort(T.astype(T.dtype.newbyteorder(">")).view(np.uint8))
+    sa = np.empty(len(T), dtype=np.int32 if len(T) < 2**31 else np.int64)
+    k = 0
+    for a in range(0, len(byte_sa), block):
+        b = byte_sa[a:a + block]
+        keep = b[(b & (width - 1)) == 0] >> shift
+        sa[k:k + len(keep)] = keep
+        k += len(keep)
+    return sa
+
+
 @register_backend
 class SuffixArrayIndex(TokenIndex):
     """Suffix array + LCP + inverse SA over the corpus token ids, memory-mapped from ``.npy`` files.
@@ -56,33 +76,27 @@ class SuffixArrayIndex(TokenIndex):
         return list(_SA_FILES)
 
     @classmethod
-    def build(cls, ids: list[str], texts: list[str], token_lists: list[np.ndarray], out: Path,
-              base_meta: dict, **options) -> None:
+    def build(cls, corpus, out: Path, base_meta: dict, **options) -> None:
+        """One suffix array over the whole corpus, built in memory (≈ 16 bytes per token at the peak); the
+        token file is read, not re-tokenized, and each array is written and freed before the next is made."""
         import pydivsufsort
 
-        vocab = base_meta["vocab_size"]
-        dt = token_dtype_for(vocab)
-        sep = np.iinfo(dt).max
-        total = sum(len(t) for t in token_lists) + len(token_lists) + 1
+        dt = corpus.dtype
+        total = corpus.n_tokens + corpus.n_docs + 1  # SEP before every document and one closing SEP
         T = np.empty(total, dtype=dt)
-        doc_starts = np.empty(len(token_lists), dtype=np.int64)
-        pos = 0
-        for k, toks in enumerate(token_lists):
-            T[pos] = sep
-            T[pos + 1:pos + 1 + len(toks)] = toks
-            doc_starts[k] = pos + 1
-            pos += 1 + len(toks)
-        T[pos] = sep
-        sa = pydivsufsort.divsufsort(np.array(T))  # pydivsufsort refuses read-only arrays: pass a copy
-        lcp = pydivsufsort.kasai(np.array(T), sa).astype(np.int32)
-        sa = sa.astype(np.int32 if total < 2**31 else np.int64)
+        with open(corpus.tokens_file, "rb") as f:
+            f.readinto(memoryview(T[:-1]).cast("B"))
+        T[-1] = np.iinfo(dt).max
+        np.save(out / "tokens.npy", T)
+        np.save(out / "doc_starts.npy", np.cumsum(corpus.doc_lengths + 1) - corpus.doc_lengths)
+        sa = _token_suffix_array(T)
+        np.save(out / "sa.npy", sa)
+        lcp = pydivsufsort.kasai(T, sa)
+        np.save(out / "lcp.npy", lcp.astype(np.int32, copy=False))
+        del lcp, T
         isa = np.empty_like(sa)
         isa[sa] = np.arange(total, dtype=sa.dtype)
-        np.save(out / "tokens.npy", T)
-        np.save(out / "sa.npy", sa)
         np.save(out / "isa.npy", isa)
-        np.save(out / "lcp.npy", lcp)
-        np.save(out / "doc_starts.npy", doc_starts)
 
     # -- primitives
     def _tok(self, rank: int, off: int) -> int:

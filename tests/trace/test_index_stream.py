@@ -1,0 +1,96 @@
+"""Streamed, parallel index builds give the index of the former all-in-memory build, byte for byte."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pydivsufsort
+import pytest
+
+from memlab.methods.trace.index import build_index, encode_texts, token_dtype_for, vocab_size_of
+from memlab.methods.trace.index import corpus_stream
+from tests.trace.conftest import make_corpus
+
+SA_ARRAYS = ("tokens.npy", "sa.npy", "isa.npy", "lcp.npy", "doc_starts.npy", "unigram.npy", "text_offsets.npy")
+
+
+def _former_build(docs, tokenizer) -> dict[str, np.ndarray]:
+    """The suffix-array files as the build before streaming made them: all texts encoded in one list, the
+    corpus laid out in memory, divsufsort + Kasai + inverse over it."""
+    token_lists = encode_texts(tokenizer, [d.text for d in docs])
+    vocab = vocab_size_of(tokenizer)
+    dt = token_dtype_for(vocab)
+    sep = np.iinfo(dt).max
+    T = np.concatenate([np.concatenate([[sep], t]) for t in token_lists] + [[sep]]).astype(dt)
+    sa = pydivsufsort.divsufsort(np.array(T))
+    lcp = pydivsufsort.kasai(np.array(T), sa).astype(np.int32)
+    isa = np.empty_like(sa)
+    isa[sa] = np.arange(len(T), dtype=sa.dtype)
+    blobs = [d.text.encode("utf-8") for d in docs]
+    return {"tokens.npy": T, "sa.npy": sa.astype(np.int32), "isa.npy": isa, "lcp.npy": lcp,
+            "doc_starts.npy": np.cumsum([len(t) + 1 for t in token_lists]) - [len(t) for t in token_lists],
+            "unigram.npy": np.bincount(np.concatenate(token_lists), minlength=vocab)[:vocab],
+            "text_offsets.npy": np.concatenate([[0], np.cumsum([len(b) for b in blobs])])}
+
+
+@pytest.fixture(scope="module")
+def big_corpus():
+    """Larger than several tokenization chunks (with the chunk size lowered below), and with duplicates."""
+    docs = make_corpus(n_docs=300, seed=3)
+    return docs + [type(d)(id=d.id + "/dup", text=d.text, source=d.source, licence=d.licence) for d in docs[:20]]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streamed_build_equals_former_build(big_corpus, tokenizer, tmp_path, monkeypatch, workers):
+    monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)  # dozens of chunks, so the pool is used
+    index = build_index(iter(big_corpus), tokenizer, tmp_path / "sa", tokenize_workers=workers)
+    want = _former_build(big_corpus, tokenizer)
+    for name, arr in want.items():
+        got = np.load(index.path / name)
+        assert got.dtype == arr.dtype or name in ("doc_starts.npy", "unigram.npy", "text_offsets.npy"), name
+        assert np.array_equal(got, arr), name
+    assert (index.path / "texts.bin").read_bytes() == b"".join(d.text.encode() for d in big_corpus)
+    assert json.loads((index.path / "ids.json").read_text()) == [d.id for d in big_corpus]
+    assert not (index.path / corpus_stream.TOKENS_FILE).exists()
+
+
+def test_same_corpus_gives_byte_identical_index(big_corpus, tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)
+    a = build_index(big_corpus, tokenizer, tmp_path / "a", tokenize_workers=2)
+    b = build_index(big_corpus, tokenizer, tmp_path / "b", tokenize_workers=1)
+    files = sorted(p.name for p in a.path.iterdir())
+    assert files == sorted(p.name for p in b.path.iterdir())
+    for name in files:
+        if name != "meta.json":
+            assert (a.path / name).read_bytes() == (b.path / name).read_bytes(), name
+    drop = lambda m: {k: v for k, v in m.items() if k != "build_seconds"}  # noqa: E731
+    assert drop(a.meta) == drop(b.meta)
+
+
+def test_infini_gram_token_shards_answer_like_the_suffix_array(big_corpus, tokenizer, tmp_path):
+    sa = build_index(big_corpus, tokenizer, tmp_path / "sa")
+    ig = build_index(iter(big_corpus), tokenizer, tmp_path / "ig", backend="infini_gram", shard_tokens=3000)
+    assert len(ig.meta["docs_per_shard"]) > 2 and sum(ig.meta["docs_per_shard"]) == len(big_corpus)
+    toks = [list(map(int, t)) for t in encode_texts(tokenizer, [d.text for d in big_corpus])]
+    rng = random.Random(0)
+    for _ in range(40):
+        t = rng.choice(toks)
+        a = rng.randrange(len(t))
+        q = t[a:a + rng.randint(1, 8)]
+        assert ig.count(q) == sa.count(q)
+        assert ig.occurrences(q, cap=5, max_scan=10**6) == sa.occurrences(q, cap=5, max_scan=10**6)
+    g = toks[7][:30] + [5, 6] + toks[100][10:40]
+    assert ig.longest_matches(g).tolist() == sa.longest_matches(g).tolist()
+    assert ig.doc_text(123) == big_corpus[123].text
+
+
+def test_failed_stream_leaves_nothing_behind(big_corpus, tokenizer, tmp_path):
+    from memlab.data.records import Document
+    from memlab.errors import MemlabError
+
+    bad = big_corpus[:50] + [Document(id="late", text=" ", source="x", licence="x")]
+    with pytest.raises(MemlabError, match="'late' is empty"):
+        build_index(iter(bad), tokenizer, tmp_path / "ix")
+    assert not (tmp_path / "ix").exists() and not (tmp_path / "ix.tmp").exists()
