@@ -1,13 +1,19 @@
 """A tiny model trained on corpus A, then continually pre-trained in stages on a 2/3 B + 1/3 A token mixture
-(seed 002 Figs. 3–8 analog), for the runs that train here instead of reading the zoo's stage families."""
+(seed 002 Figs. 3–8 analog), for the runs that train here instead of reading the zoo's stage families.
+
+Both routes mix by tokens of the stage-0 tokenizer, with one function (:func:`mixture_weights`): the zoo's stage
+families carry its result as a fixed weight (conf/zoo/stages_s*.yaml: A 0.605), the runs trained here compute it
+from the tokenizer stage 0 trains (:func:`stage0_tokenizer`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from pathlib import Path
 from typing import Sequence
 
 from memlab.errors import MemlabError
+
 
 def mixture_weights(a_docs, b_docs, *, b_share: float, tokenizer=None) -> tuple[float, float]:
     """Passes per epoch (w_B, w_A) so that B makes up ``b_share`` of the tokens seen: w_B = 1 and
@@ -20,22 +26,35 @@ def mixture_weights(a_docs, b_docs, *, b_share: float, tokenizer=None) -> tuple[
     return 1.0, (1 - b_share) / b_share * b / a
 
 
+def stage0_tokenizer(spec):
+    """The tokenizer stage 0 trains for ``spec`` (``tokenizer_on='all'``: its members, then its non-members),
+    trained the same deterministic way (:func:`memlab.models.tiny.train_tokenizer`) before stage 0 runs, so the
+    continual stages' weights can be counted in its tokens."""
+    from memlab.models.tiny import train_tokenizer
+
+    texts = [d.text for d in spec.members] + [d.text for d in spec.nonmembers]
+    with tempfile.TemporaryDirectory(prefix="stage0-tokenizer-") as tmp:
+        return train_tokenizer(texts, spec.vocab_size, tmp)
+
+
 def stage_specs(a_docs, b_docs, heldout, *, arch: dict, train: dict, stage_epochs: Sequence[int],
                 out_root: str | Path, b_share: float):
     """(name, TrainSpec, out_dir) for stage 0 (A only) and each continual stage (B/A mixture).
 
     Stage 0 lists B (and the held-out documents) as non-members, with ``tokenizer_on='all'`` so one
-    tokenizer covers both languages; later stages continue from the previous stage's final checkpoint."""
+    tokenizer covers both languages; later stages continue from the previous stage's final checkpoint. B makes
+    up ``b_share`` of the TOKENS of each continual stage, counted with stage 0's tokenizer (as the zoo's stage
+    families are mixed), not of its characters."""
     from memlab.models.tiny import Arch, TrainSpec
 
     out_root = Path(out_root)
-    wb, wa = mixture_weights(a_docs, b_docs, b_share=b_share)
     a_m = [dataclasses.replace(d, split="member") for d in a_docs]
     b_m = [dataclasses.replace(d, split="member") for d in b_docs]
     base = {k: v for k, v in train.items() if k != "epochs"}
     specs = [("stage0", TrainSpec(member_groups=[(a_m, 1.0)], nonmembers=list(b_docs) + list(heldout),
                                   arch=Arch(**arch), epochs=int(train["epochs"]), tokenizer_on="all",
                                   meta={"family": "stages", "stage": 0}, **base), out_root / "stage0")]
+    wb, wa = mixture_weights(a_docs, b_docs, b_share=b_share, tokenizer=stage0_tokenizer(specs[0][1]))
     for k, ep in enumerate(stage_epochs, 1):
         prev = specs[-1][2] / "final"
         specs.append((f"stage{k}", TrainSpec(member_groups=[(b_m, wb), (a_m, wa)], nonmembers=list(heldout),
