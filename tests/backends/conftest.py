@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -24,6 +26,52 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_process(cmd: list[str], ready_url: str, log_path: Path, env: dict, what: str):
+    """Start a real server process (``cmd``), wait until ``ready_url`` answers 200 (120 s; a test failure with
+    the log's tail if it exits or never answers), yield, then stop it (terminate, then kill)."""
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"{what} exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(ready_url, timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} not up after 120 s: {log_path.read_text()[-2000:]}")
+            time.sleep(0.3)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@contextlib.contextmanager
+def scripted_server(handler):
+    """A scripted HTTP server (``http.server`` handler class) on a free port of 127.0.0.1, for replies a real
+    server can't be made to give; yields its /v1 base URL."""
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="session")
@@ -65,29 +113,6 @@ def served_model(templated_dir, tmp_path_factory):
            "--port", str(port), "--device", "cpu", "--dtype", "float32"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub_cache), "OMP_NUM_THREADS": "1",
            "TOKENIZERS_PARALLELISM": "false"}
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve not healthy after 120 s: {log_path.read_text()[-2000:]}")
-            time.sleep(0.3)
+    with serve_process(cmd, f"{base}/health", log_path, env, "transformers serve"):
         yield f"{base}/v1", str(templated_dir)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()

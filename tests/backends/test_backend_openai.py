@@ -4,22 +4,15 @@ unreachable server) and retry/backoff against a tiny local http.server that answ
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from memlab.backends.base import GenerationRequest as Req, Message
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError, MemlabError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.backends.conftest import free_port, scripted_server
 
 
 def api_cfg(base_url: str, model: str, **over) -> dict:
@@ -114,12 +107,8 @@ class _Stub(BaseHTTPRequestHandler):
 @pytest.fixture
 def stub_server():
     _Stub.calls, _Stub.bodies = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with scripted_server(_Stub) as url:
+        yield url
 
 
 @pytest.mark.parametrize("status", [429, 503])

