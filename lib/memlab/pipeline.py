@@ -32,8 +32,11 @@ from memlab.models.zoo import load_family
 ENTRY_MODULES = ["memlab.run", "memlab.report"]
 CONVERTED_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
 # zoo builds train this many models at once, each in its own process on one torch thread, so the weights are
-# bit-identical whatever this number is (the sizes of a family are independent); 2 = the cores we have
-ZOO_JOBS = 2
+# bit-identical whatever this number is (the sizes of a family are independent). 1: `make reproduce` already
+# fills the cores with whole stages, and a stage wanting two cores would wait for both to be free while
+# one-core stages keep starting beside each other (measured: zoo-pearl_base, first on the critical path, sat
+# ready for minutes behind one-core stages).
+ZOO_JOBS = 1
 # Every stage says how many cores it keeps busy (`meta.cores`, which DVC ignores): `make reproduce` runs stages
 # side by side while their cores fit the machine (memlab.reproduce). Corpora and conversions are one process on
 # one core; a zoo family trains min(ZOO_JOBS, its sizes) processes; an experiment uses as many torch threads as

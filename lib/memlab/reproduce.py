@@ -8,13 +8,13 @@ The plan: the stages ``dvc status`` reports changed plus everything downstream, 
 stage says in ``dvc.yaml`` how many cores it keeps busy (``meta.cores``, written by ``memlab.pipeline``); a
 stage starts as soon as its upstream stages are done and its cores fit beside the running ones (a stage wanting
 more cores than there are runs alone). Among ready stages, the one with most stages downstream goes first (the
-critical path). Each runs as ``dvc --wait-for-lock repro --single-item <stage>``: DVC releases its repo lock
-while a stage's command runs and records every stage in ``dvc.lock`` as usual. With more than one job, each
-stage's output goes to ``.cache/reproduce/<stage>.log``. Every stage runs with ``OMP_NUM_THREADS=1`` (torch
-threads are set from config by the code itself): two stages on two cores must not each spawn a thread per
-core. A final plain ``dvc repro`` settles anything the plan missed (a no-op normally). A failed stage stops new
-stages from starting, lets the running ones finish (their work is kept) and ends the run with one line naming
-it and its log; finished stages are not rerun.
+critical path), and none overtakes a better one that waits for cores. Each runs as ``dvc --wait-for-lock repro
+--single-item <stage>``: DVC releases its repo lock while a stage's command runs and records every stage in
+``dvc.lock`` as usual. With more than one job, each stage's output goes to ``.cache/reproduce/<stage>.log``.
+Every stage runs with ``OMP_NUM_THREADS=1`` (torch threads are set from config by the code itself): two stages
+on two cores must not each spawn a thread per core. A final plain ``dvc repro`` settles anything the plan
+missed (a no-op normally). A failed stage stops new stages from starting, lets the running ones finish (their
+work is kept) and ends the run with one line naming it and its log; finished stages are not rerun.
 """
 
 from __future__ import annotations
@@ -103,14 +103,16 @@ def _priority(plan: list[str], downs: dict[str, set[str]]) -> dict[str, int]:
 
 
 def next_stages(ready: list[str], busy: int, slots: int, cores: dict[str, int]) -> list[str]:
-    """Which ready stages (best first) start now: each while its cores fit in the free slots; a stage wanting
-    more than the machine has starts only when nothing else runs."""
+    """Which ready stages (best first) start now: in order, while their cores fit in the free slots. A stage
+    that does not fit holds back the ones after it (no starvation: a two-core stage is not overtaken for ever
+    by one-core stages); a stage wanting more than the machine has starts when nothing else runs."""
     start = []
     for n in ready:
         want = min(cores[n], slots)
-        if busy + want <= slots:
-            start.append(n)
-            busy += want
+        if busy + want > slots:
+            break
+        start.append(n)
+        busy += want
     return start
 
 

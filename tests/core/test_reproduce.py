@@ -120,6 +120,8 @@ def test_critical_path_first_and_packing():
     assert prio == {"zoo": 2, "other": 0, "exp1": 0, "exp2": 0}
     cores = {"big": 2, "x": 1, "y": 1, "huge": 8}
     assert next_stages(["big", "x", "y"], 0, 2, cores) == ["big"]
-    assert next_stages(["x", "big", "y"], 0, 2, cores) == ["x", "y"]
+    assert next_stages(["x", "y", "big"], 0, 2, cores) == ["x", "y"]
+    assert next_stages(["x", "big", "y"], 0, 2, cores) == ["x"]  # y does not overtake big, which waits for 2
+    assert next_stages(["big", "x"], 1, 2, cores) == []
     assert next_stages(["huge"], 1, 2, cores) == []
     assert next_stages(["huge"], 0, 2, cores) == ["huge"]

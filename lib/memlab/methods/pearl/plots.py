@@ -67,8 +67,9 @@ def fpr_by_size(fpr, sizes: Sequence[str], score: str):
 
 def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], sources: Sequence[str],
                           target_fprs: Sequence[float]):
-    """Sensitivity per source (box + points), one colour per task, one panel per model; dashed: the α calibrated
-    at the target FPR closest to 0.1."""
+    """Sensitivity per source (box + points), one colour per task, one panel per model; dashed, over each box: the
+    α of that source's domain (``cal`` from :func:`tables.domain_calibration_table`) at the target FPR closest to
+    0.1 — code and text sources are judged against different α."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 3.8), sharey=True, squeeze=False)
@@ -82,9 +83,12 @@ def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], 
                        boxprops={"facecolor": f"C{j}", "alpha": 0.5}, label=task)
             for x, d in zip(pos, data):
                 ax.scatter([x] * len(d), d, s=12, c=f"C{j}", zorder=3)
-            a = cal[(cal.model == model) & (cal.task_kind == task) & (cal.target_fpr == near)]
-            if len(a):
-                ax.axhline(float(a.alpha.iloc[0]), c=f"C{j}", ls="--", lw=1)
+            for x, src in zip(pos, sources):
+                domain = df.loc[df.source == src, "domain"]
+                a = cal[(cal.model == model) & (cal.task_kind == task) & (cal.target_fpr == near)
+                        & (cal.domain == (domain.iloc[0] if len(domain) else None))]
+                if len(a):
+                    ax.hlines(float(a.alpha.iloc[0]), x - 0.5, x + 0.5, colors=f"C{j}", linestyles="--", lw=1)
         ax.set_xticks([i * (len(tasks) + 1) + (len(tasks) - 1) / 2 for i in range(len(sources))], sources)
         ax.set_title(model)
     axes[0][0].set_ylabel("sensitivity (max adjacent falloff)")
