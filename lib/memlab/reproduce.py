@@ -19,7 +19,9 @@ work is kept) and ends the run with one line naming it and its log; finished sta
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -123,6 +125,27 @@ def _tail(log: Path, lines: int = 15) -> str:
         return ""
 
 
+def _interrupt(signum, frame):  # SIGTERM (a CI timeout, `kill`) ends the run like Ctrl-C does
+    raise KeyboardInterrupt
+
+
+def _stop(procs: list[subprocess.Popen], grace: float = 15.0) -> None:
+    """SIGTERM each stage's process group, then SIGKILL what is still there after ``grace`` seconds."""
+    import os
+
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.time() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 @one_line_errors
 def main(argv: list[str] | None = None) -> None:
     import argparse
@@ -153,34 +176,45 @@ def main(argv: list[str] | None = None) -> None:
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     done: set[str] = set()
     failed: list[str] = []
-    while len(done) < n and not (failed and not running):
-        ready = sorted((s for s in plan if s not in done and s not in running and ups[s] <= done),
-                       key=lambda s: (-prio[s], number[s]))
-        busy = sum(min(cores[s], slots) for s in running)
-        for stage in ([] if failed else next_stages(ready, busy, slots, cores)):
-            out = open(logs / f"{stage}.log", "w") if slots > 1 else None
-            proc = subprocess.Popen([dvc, "--wait-for-lock", "repro", "--single-item", stage], env=env,
-                                    stdout=out, stderr=subprocess.STDOUT if out else None)
-            running[stage] = (proc, time.time())
-            others = f" (beside {', '.join(s for s in running if s != stage)})" if len(running) > 1 else ""
-            print(f"memlab: [{number[stage]}/{n}] {stage} — starting at {_clock(time.time() - t0)}{others}",
-                  file=sys.stderr, flush=True)
-        if not running:
-            break
-        time.sleep(0.2)
-        for stage, (proc, ts) in list(running.items()):
-            if proc.poll() is None:
-                continue
-            del running[stage]
-            if proc.returncode != 0:
-                failed.append(stage)
-                log = logs / f"{stage}.log"
-                if slots > 1:
-                    print(f"memlab: {stage} failed; the end of {log}:\n{_tail(log)}", file=sys.stderr, flush=True)
-                continue
-            done.add(stage)
-            print(f"memlab: [{number[stage]}/{n}] {stage} done in {_clock(time.time() - ts)} "
-                  f"(total {_clock(time.time() - t0)}; {len(done)}/{n} done)", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while len(done) < n and not (failed and not running):
+            ready = sorted((s for s in plan if s not in done and s not in running and ups[s] <= done),
+                           key=lambda s: (-prio[s], number[s]))
+            busy = sum(min(cores[s], slots) for s in running)
+            for stage in ([] if failed else next_stages(ready, busy, slots, cores)):
+                out = open(logs / f"{stage}.log", "w") if slots > 1 else None
+                # its own process group: on an interrupt the whole stage (dvc, runner, kernel) is stopped
+                proc = subprocess.Popen([dvc, "--wait-for-lock", "repro", "--single-item", stage], env=env,
+                                        stdout=out, stderr=subprocess.STDOUT if out else None,
+                                        start_new_session=True)
+                if out:
+                    out.close()  # the child holds its own copy
+                running[stage] = (proc, time.time())
+                others = f" (beside {', '.join(s for s in running if s != stage)})" if len(running) > 1 else ""
+                print(f"memlab: [{number[stage]}/{n}] {stage} — starting at {_clock(time.time() - t0)}{others}",
+                      file=sys.stderr, flush=True)
+            if not running:
+                break
+            time.sleep(0.2)
+            for stage, (proc, ts) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[stage]
+                if proc.returncode != 0:
+                    failed.append(stage)
+                    log = logs / f"{stage}.log"
+                    if slots > 1:
+                        print(f"memlab: {stage} failed; the end of {log}:\n{_tail(log)}", file=sys.stderr,
+                              flush=True)
+                    continue
+                done.add(stage)
+                print(f"memlab: [{number[stage]}/{n}] {stage} done in {_clock(time.time() - ts)} "
+                      f"(total {_clock(time.time() - t0)}; {len(done)}/{n} done)", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        _stop([proc for proc, _ in running.values()])
+        raise MemlabError(f"interrupted: stopped {', '.join(running) or 'nothing'} ({len(done)}/{n} stages "
+                          "done and kept); rerun `make reproduce` to go on") from None
     if failed:
         stage = failed[0]
         where = f", log: {logs / f'{stage}.log'}" if slots > 1 else ", its output is above"

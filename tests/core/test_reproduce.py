@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -125,3 +127,38 @@ def test_critical_path_first_and_packing():
     assert next_stages(["big", "x"], 1, 2, cores) == []
     assert next_stages(["huge"], 1, 2, cores) == []
     assert next_stages(["huge"], 0, 2, cores) == ["huge"]
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan whose reaper here may be slow to collect it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_run_stops_its_stages_and_keeps_finished_ones(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    for cmd in (["git", "init", "-q"], [str(Path(sys.executable).with_name("dvc")), "init", "-q"]):
+        subprocess.run(cmd, cwd=root, check=True, env=ENV)
+    slow = "import os, time; open('slow.pid', 'w').write(str(os.getpid())); time.sleep(120); open('slow.txt', 'w')"
+    stages = {"quick": {"cmd": "python -c \"open('quick.txt', 'w').write('q')\"", "outs": ["quick.txt"]},
+              "slow": {"cmd": f'python -c "{slow}"', "deps": ["quick.txt"], "outs": ["slow.txt"]}}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    proc = subprocess.Popen([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (root / "slow.pid").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert (root / "slow.pid").exists(), "the slow stage never started"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 2
+    errors = [line for line in err.splitlines() if line.startswith("memlab: error:")]
+    assert len(errors) == 1 and "interrupted: stopped slow" in errors[0] and "1/2 stages done" in errors[0]
+    pid = int((root / "slow.pid").read_text())
+    time.sleep(0.5)
+    assert not _running(pid), "the stage's own process outlived the run"
+    assert "quick" in yaml.safe_load((root / "dvc.lock").read_text())["stages"]
