@@ -105,7 +105,7 @@ def test_public_domain_never_pools_members_and_nonmembers():
     b = tiny_books(members=0.6, nonmembers=0.0, copyrighted=0.4)
     f = judge("recap_t3_public_vs_copyrighted", result({"book_scores": b}))
     assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.61, abs=0.01)
-    assert "members only for tiny" in f.setting and "n = 6 (" in f.setting
+    assert "tiny: member books only, non-members left out" in f.setting and "n = 6 (" in f.setting
     assert "non-members 0.010" in f.reason and "not judged" in f.reason
     # either label suffices (the group column alone, as in Table 3's rows) ...
     g = judge("recap_t3_public_vs_copyrighted", result({"book_scores": b.drop(columns="split")}))

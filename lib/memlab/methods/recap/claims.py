@@ -187,7 +187,7 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     lo, hi = _ci(sp - sc)
     ok = mp > mc and lo > 0
     held = _held_out(res, "public_domain")
-    split = (f"members only for {', '.join(held)} (its non-member books left out)" if held
+    split = (f"{', '.join(held)}: member books only, non-members left out" if held
              else "no target with non-member books")
     setting = (f"targets: {', '.join(dict.fromkeys(tp + tc))}; public-domain n = {n_p} ({split}), "
                f"copyright-category (stand-in: licence texts) n = {n_c} (target, book) pairs; "
