@@ -16,11 +16,16 @@ import yaml
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
 
-def _repo(tmp_path: Path, fail_second: bool) -> Path:
-    root = tmp_path / "repo"
+def _init(root: Path) -> Path:
+    """An empty git + DVC repository at ``root``."""
     root.mkdir()
     for cmd in (["git", "init", "-q"], [str(Path(sys.executable).with_name("dvc")), "init", "-q"]):
         subprocess.run(cmd, cwd=root, check=True, env=ENV)
+    return root
+
+
+def _repo(tmp_path: Path, fail_second: bool) -> Path:
+    root = _init(tmp_path / "repo")
     second = "import sys; sys.exit(3)" if fail_second else "open('b.txt', 'w').write(open('a.txt').read() * 2)"
     stages = {"first": {"cmd": "python -c \"open('a.txt', 'w').write('a')\"", "outs": ["a.txt"]},
               "second": {"cmd": f'python -c "{second}"', "deps": ["a.txt"], "outs": ["b.txt"]}}
@@ -28,8 +33,8 @@ def _repo(tmp_path: Path, fail_second: bool) -> Path:
     return root
 
 
-def _reproduce(root: Path):
-    return subprocess.run([sys.executable, "-m", "memlab.reproduce"], cwd=root, env=ENV, capture_output=True,
+def _reproduce(root: Path, *args: str):
+    return subprocess.run([sys.executable, "-m", "memlab.reproduce", *args], cwd=root, env=ENV, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -55,10 +60,7 @@ def test_failed_stage_is_one_line_and_finished_stages_stay(tmp_path):
 def _parallel_repo(tmp_path: Path, cores: dict[str, int], fail: str | None = None) -> Path:
     """Stages a and b are independent (each records when it ran, waiting long enough to overlap a sibling);
     c needs both. ``meta.cores`` as memlab.pipeline writes it."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    for cmd in (["git", "init", "-q"], [str(Path(sys.executable).with_name("dvc")), "init", "-q"]):
-        subprocess.run(cmd, cwd=root, check=True, env=ENV)
+    root = _init(tmp_path / "repo")
     (root / "in.txt").write_text("x")
 
     def timed(name: str) -> str:
@@ -81,8 +83,7 @@ def _interval(root: Path, name: str) -> tuple[float, float]:
 
 def test_independent_stages_run_side_by_side_and_dvc_records_all(tmp_path):
     root = _parallel_repo(tmp_path, {"a": 1, "b": 1})
-    r = subprocess.run([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
-                       capture_output=True, text=True, timeout=300)
+    r = _reproduce(root, "--jobs", "2")
     assert r.returncode == 0, r.stderr
     (a0, a1), (b0, b1) = _interval(root, "a"), _interval(root, "b")
     assert a0 < b1 and b0 < a1, "a and b did not overlap"
@@ -96,8 +97,7 @@ def test_independent_stages_run_side_by_side_and_dvc_records_all(tmp_path):
 
 def test_a_stage_that_wants_every_core_runs_alone(tmp_path):
     root = _parallel_repo(tmp_path, {"a": 2, "b": 1})
-    r = subprocess.run([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
-                       capture_output=True, text=True, timeout=300)
+    r = _reproduce(root, "--jobs", "2")
     assert r.returncode == 0, r.stderr
     (a0, a1), (b0, b1) = _interval(root, "a"), _interval(root, "b")
     assert a1 <= b0 or b1 <= a0, "a (2 cores) overlapped b on a 2-core budget"
@@ -105,8 +105,7 @@ def test_a_stage_that_wants_every_core_runs_alone(tmp_path):
 
 def test_a_failure_lets_the_running_sibling_finish_and_names_its_log(tmp_path):
     root = _parallel_repo(tmp_path, {"a": 1, "b": 1}, fail="b")
-    r = subprocess.run([sys.executable, "-m", "memlab.reproduce", "--jobs", "2"], cwd=root, env=ENV,
-                       capture_output=True, text=True, timeout=300)
+    r = _reproduce(root, "--jobs", "2")
     assert r.returncode == 2
     errors = [line for line in r.stderr.splitlines() if line.startswith("memlab: error:")]
     assert len(errors) == 1 and "stage b failed" in errors[0] and ".cache/reproduce/b.log" in errors[0]
@@ -138,10 +137,7 @@ def _running(pid: int) -> bool:
 
 
 def test_a_killed_run_stops_its_stages_and_keeps_finished_ones(tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
-    for cmd in (["git", "init", "-q"], [str(Path(sys.executable).with_name("dvc")), "init", "-q"]):
-        subprocess.run(cmd, cwd=root, check=True, env=ENV)
+    root = _init(tmp_path / "repo")
     slow = "import os, time; open('slow.pid', 'w').write(str(os.getpid())); time.sleep(120); open('slow.txt', 'w')"
     stages = {"quick": {"cmd": "python -c \"open('quick.txt', 'w').write('q')\"", "outs": ["quick.txt"]},
               "slow": {"cmd": f'python -c "{slow}"', "deps": ["quick.txt"], "outs": ["slow.txt"]}}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from memlab.config import repo_root
 from memlab.data import sdists
-from memlab.data.records import Document
+from memlab.data.records import Document, unique_docs
 from memlab.data.sdists import DEFAULT_CACHE
 from memlab.errors import ConfigError
 
@@ -90,11 +90,4 @@ def load_post_cutoff_code(pins_file: str | Path = DEFAULT_PINS, cache_dir: str |
                           "qualname": name, "kind": kind, "first_release": str(f["first_release"]),
                           "released": str(f["released"]), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
                           "n_words": n}))
-    uniq: dict[str, Document] = {}
-    seen: set[str] = set()
-    for doc in sorted(docs, key=lambda d: d.id):
-        if doc.id in uniq or doc.meta["sha256"] in seen:
-            continue
-        seen.add(doc.meta["sha256"])
-        uniq[doc.id] = doc
-    return list(uniq.values())
+    return unique_docs(docs)

@@ -36,6 +36,18 @@ class Document:
         return asdict(self)
 
 
+def unique_docs(docs: Iterable[Document]) -> list[Document]:
+    """Documents in id order, each id once and each text once (``meta["sha256"]``; the first id keeps it)."""
+    uniq: dict[str, Document] = {}
+    seen: set[str] = set()
+    for doc in sorted(docs, key=lambda d: d.id):
+        if doc.id in uniq or doc.meta["sha256"] in seen:
+            continue
+        seen.add(doc.meta["sha256"])
+        uniq[doc.id] = doc
+    return list(uniq.values())
+
+
 def write_jsonl(docs: Iterable[Document], path: str | Path) -> Path:
     """Write documents as JSONL atomically (tmp file + rename), so a killed run leaves no half file."""
     return write_jsonl_rows((d.to_dict() for d in docs), path)

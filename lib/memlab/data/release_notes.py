@@ -31,7 +31,7 @@ from pathlib import Path
 
 from memlab.config import repo_root
 from memlab.data import sdists
-from memlab.data.records import Document
+from memlab.data.records import Document, unique_docs
 from memlab.data.sdists import DEFAULT_CACHE, Pin
 
 REPO_ROOT = repo_root()
@@ -177,11 +177,4 @@ def load_release_notes(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Pa
                                       licence=f"see /usr/share/doc/{pkg}/copyright", kind="debian")
     # Debian binary packages built from one source ship the same changelog (linux-libc-dev/linux-perf):
     # keep each passage text once (first id in sorted order), and each id once.
-    uniq: dict[str, Document] = {}
-    seen_text: set[str] = set()
-    for doc in sorted(docs, key=lambda x: x.id):
-        if doc.id in uniq or doc.meta["sha256"] in seen_text:
-            continue
-        seen_text.add(doc.meta["sha256"])
-        uniq[doc.id] = doc
-    return list(uniq.values())
+    return unique_docs(docs)
