@@ -13,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memlab.data.sampling import sample_docs
+from memlab.errors import ConfigError
 from memlab.methods.pearl import plots
 from memlab.methods.pearl import tables as T
+from memlab.methods.pearl.acr import AcrParams, acr_figure, acr_table
 from memlab.methods.pearl.calibration import calibrate_alpha
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.results import StudyResult
@@ -32,6 +34,7 @@ class CalibrationParams:
 @dataclass(frozen=True)
 class EpochsParams:
     alphas: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
+    acr: AcrParams                    # the white-box comparison (001 Annex 1, 003 Fig. 7)
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,6 @@ class WildParams:
     target_fprs: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
 
     def __post_init__(self):
-        from memlab.errors import ConfigError
-
         for domain in sorted({s.domain for s in self.sources.values()}):
             cal = self.calibration_sources.get(domain)
             if cal not in self.sources or self.sources[cal].domain != domain:
@@ -131,6 +132,9 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
     from tqdm.auto import tqdm
 
     st, res = method.study, StudyResult()
+    if not set(p.acr.epochs) <= set(st.epochs):
+        raise ConfigError(f"params.acr.epochs {list(p.acr.epochs)} must be among method.study.epochs "
+                          f"{list(st.epochs)}: ACR is compared with PEARL's scores of the same checkpoints")
     _, members, nonmembers, _ = ground_truth_docs(method, catalog)
     frames = []
     for epoch in tqdm(list(st.epochs), desc="epochs"):
@@ -147,6 +151,11 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
     res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, st.score))
     last = flags[flags.epoch == max(st.epochs)]
     res.metric(**{f"final_share_{r.kind}_{r.split}_a{r.alpha}": r.share for r in last.itertuples()})
+    acr = acr_table(catalog, st.family, st.size, members + nonmembers, p.acr, progress=True)
+    res.table("acr_scores", acr.round(4))
+    res.figure("acr_vs_epoch_and_pearl", acr_figure(acr, df, score=st.score, alpha=method.alpha))
+    res.metric(**{f"acr_compressible_{split}_e{e}": float(g.compressible.mean())
+                  for (split, e), g in acr.groupby(["split", "epoch"])})
     return res
 
 
