@@ -16,10 +16,12 @@ Measured side by side (ratios are what matter on this shared machine):
 * ``infini_gram_attribute``: ``InfiniGramEngine.attribute`` (OLMoTrace's primitive, C++) on the same
   corpus and generations (it also returns documents; we time it as the closest public equivalent);
 * ``simpletrace``: our full steps 1–4 (spans, rarity filter, documents, merge, nv statistics) per generation;
-* index build MB/s (text bytes / build seconds, tokenization excluded and included) for both backends, each
-  build in its own subprocess so its peak RSS is its own (``resource.getrusage``: the build process, and
-  the largest of its helpers — tokenizer workers, infini-gram's indexer); the suffix-array build also with
-  one tokenizer process, to show what the pool buys;
+* index build MB/s (text bytes / build seconds, tokenization excluded and included; and per CPU second,
+  which a busy shared machine does not change much) for both backends, each build in its own subprocess
+  so its peak memory is its own: the build process's peak RSS (VmHWM), the largest helper's
+  ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (an upper bound: it includes the RSS the helper was started
+  from) and the peak summed RSS of all the build's processes; the suffix-array build also with one
+  tokenizer process, to show what the worker processes buy;
 * the same builds on a ~``BIG_CORPUS_MB`` MB corpus (full run only): seeded shuffles of the indexed
   documents' lines, so it is not trivially repeated, generated into the temp dir at bench time; infini-gram
   in shards of ``BIG_SHARD_TOKENS`` tokens (its peak memory is bounded by the shard, not the corpus).
@@ -43,6 +45,7 @@ import numpy as np
 BIG_CORPUS_MB = 300        # the "past RAM" case: peak RSS should not grow with it (full run only)
 BIG_SHARD_TOKENS = 25_000_000  # infini-gram shard size for the big corpus
 IG_MEM_GB = 4              # memory infini-gram's indexer may use per shard
+RSS_POLL_S = 0.1           # sampling interval of a build's summed RSS
 
 
 def _corpus(target_tokens: int, tok, encode):
@@ -114,12 +117,24 @@ def _shuffled_copies(src: Path, dst: Path, target_mb: float) -> float:
 
 
 def _timed_build(corpus: Path, tok_dir: Path, out: Path, backend: str, **options) -> dict:
-    """Build an index in a fresh subprocess (this file, ``build`` mode); its seconds and peak RSS."""
+    """Build an index in a fresh subprocess (this file, ``build`` mode): its seconds, and the peak summed RSS
+    of the build's processes (the build and its helpers: tokenizer workers, infini-gram's indexer), sampled
+    every ``RSS_POLL_S`` seconds."""
+    import psutil
+
     cmd = [sys.executable, __file__, "build", str(corpus), str(tok_dir), str(out), backend, json.dumps(options)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"index build failed: {res.stderr.strip().splitlines()[-1:]}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    root, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [root] + root.children(recursive=True)))
+        except psutil.Error:  # a process ended between listing and reading it
+            pass
+        time.sleep(RSS_POLL_S)
+    stdout, stderr = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"index build failed: {stderr.strip().splitlines()[-1:]}")
+    return {**json.loads(stdout.strip().splitlines()[-1]), "peak_rss_all_processes_mb": round(peak / 2**20, 1)}
 
 
 def _build_child(corpus: str, tok_dir: str, out: str, backend: str, options: str) -> None:
@@ -128,18 +143,32 @@ def _build_child(corpus: str, tok_dir: str, out: str, backend: str, options: str
     from memlab.methods.trace.index import build_index
 
     tok = AutoTokenizer.from_pretrained(tok_dir)
+    before = resource.getrusage(resource.RUSAGE_SELF)  # imports and tokenizer loading are not the build
     t0 = time.perf_counter()
     ix = build_index(_read_jsonl(Path(corpus)), tok, out, backend=backend, **json.loads(options))
     wall = time.perf_counter() - t0
     mb = ix.meta["text_bytes"] / 1e6
     kb = 1024  # ru_maxrss is in KiB on Linux
+    me, helpers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime  # CPU time: what a busy machine can't steal
+           + helpers.ru_utime + helpers.ru_stime)
     print(json.dumps({
         "text_mb": round(mb, 2), "tokens": ix.n_tokens, "seconds": round(wall, 2),
         "mb_per_s_incl_tokenize": round(mb / wall, 2),
         "mb_per_s_tokenize": round(mb / ix.meta["build_seconds"]["tokenize"], 2),
         "mb_per_s_index": round(mb / ix.meta["build_seconds"]["index"], 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / kb, 1),
-        "peak_rss_helper_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / kb, 1)}))
+        "cpu_seconds": round(cpu, 2), "mb_per_cpu_s": round(mb / cpu, 2),
+        # ru_maxrss counts what a process held before exec (its parent's RSS when it was started), so the
+        # build process's own peak is VmHWM; the helpers' ru_maxrss is an upper bound for the same reason
+        "peak_rss_mb": round(_vm_hwm_kb() / kb, 1), "peak_rss_helper_max_mb": round(helpers.ru_maxrss / kb, 1)}))
+
+
+def _vm_hwm_kb() -> int:
+    """Peak RSS of this process since its exec (KiB)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _generations(index, held_ids, n, L, rng):

@@ -9,6 +9,10 @@ Two backends behind one interface (:class:`TokenIndex`):
   from ``tokenized.<s>``/``offset.<s>`` files we write ourselves for any tokenizer, sharded on disk and
   queried memory-mapped: for corpora larger than RAM, or an existing infini-gram index directory.
 
+Builds stream the documents (:mod:`.corpus_stream`): tokenized in chunks by worker processes on all cores
+and written to disk as they come, so only ids and lengths are held; the suffix array is then built in memory
+from the token file, infini-gram shard by shard in bounded memory (``shard_tokens``).
+
 Corpus layout (both backends): every document is written as ``SEP + tokens``, where ``SEP`` is the
 all-ones value of the token dtype (0xFFFF for u16, 0xFFFFFFFF for u32, the infini-gram convention), and a
 final ``SEP`` closes the corpus. ``SEP`` is larger than every real token id, so no match crosses a
@@ -30,14 +34,12 @@ import shutil
 import time
 from pathlib import Path
 
-import numpy as np
-
 from memlab.errors import MemlabError
-from memlab.methods.trace.index.base import (BACKENDS, FORMAT_VERSION, Occurrences, TokenIndex, checked_doc,
+from memlab.methods.trace.index.base import (BACKENDS, FORMAT_VERSION, Occurrences, TokenIndex,
                                              backend_class, encode_texts, read_jsonl_bytes, register_backend,
                                              token_dtype_for, tokenizer_fingerprint, vocab_size_of)
 # importing the backend modules registers their classes in BACKENDS (suffix_array first, as before)
-from memlab.methods.trace.index.corpus_stream import TokenizedCorpus, tokenize_corpus
+from memlab.methods.trace.index.corpus_stream import tokenize_corpus
 from memlab.methods.trace.index.suffix_array import SuffixArrayIndex
 from memlab.methods.trace.index.infini_gram import ExternalInfiniGramIndex, InfiniGramIndex
 
@@ -56,8 +58,8 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
 
     Documents are streamed: tokenized in chunks by ``tokenize_workers`` processes (all cores when None; the
     index is the same for any number) and written to disk as they come (:mod:`.corpus_stream`). infini-gram
-    indexes are split into ``shards`` shards of equal document counts (needs ``len(docs)``), or, when
-    ``shard_tokens`` is given, into shards of about that many tokens. Built in ``<out_dir>.tmp`` and
+    indexes are split into shards of about ``shard_tokens`` tokens when it is given, else into ``shards``
+    shards of equal document counts. Built in ``<out_dir>.tmp`` and
     renamed at the end; ``meta.json`` is the last file written. Returns the loaded index. Refuses empty
     corpora, empty documents and invalid UTF-8 with one line (and leaves nothing behind).
     """
@@ -66,7 +68,6 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
     if (out / "meta.json").exists() and not overwrite:
         return load_index(out)
     vocab = vocab_size_of(tokenizer)
-    docs_per_shard = _equal_doc_shards(docs, shards) if shard_tokens is None else None
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -83,7 +84,7 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
             "n_docs": corpus.n_docs, "n_tokens": corpus.n_tokens, "text_bytes": corpus.text_bytes,
         }
         t1 = time.perf_counter()
-        backend_cls.build(corpus, tmp, meta, docs_per_shard=docs_per_shard, shard_tokens=shard_tokens, mem_gb=mem_gb)
+        backend_cls.build(corpus, tmp, meta, shards=shards, shard_tokens=shard_tokens, mem_gb=mem_gb)
         corpus.tokens_file.unlink()
         meta["build_seconds"] = {"tokenize": round(t_tok, 3), "index": round(time.perf_counter() - t1, 3)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -94,18 +95,6 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
         shutil.rmtree(out)
     tmp.rename(out)
     return load_index(out)
-
-
-def _equal_doc_shards(docs, shards: int) -> list[int] | None:
-    """Documents per shard for ``shards`` shards of equal document counts (the last one shorter)."""
-    if shards <= 1:
-        return None
-    if not hasattr(docs, "__len__"):
-        raise MemlabError("shards= needs a list of documents; for a stream of documents give shard_tokens=")
-    n = len(docs)
-    shards = max(1, min(int(shards), n))
-    per = -(-n // shards)
-    return [min(per, n - s * per) for s in range(shards) if n - s * per > 0]
 
 
 def load_index(path: str | Path) -> TokenIndex:

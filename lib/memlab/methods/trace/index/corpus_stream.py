@@ -1,23 +1,26 @@
 """Stream a corpus through the tokenizer into the files every index is built from, in bounded memory.
 
 Documents are read one at a time, checked (:func:`~.base.checked_doc`), grouped into chunks of about
-``CHUNK_BYTES`` of text and tokenized by a pool of worker processes, one single-threaded fast tokenizer each
-(all cores, whatever ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` say in the caller: a process pool
-is measurably faster here than the tokenizer's own threads, see ``bench/bench_trace.py``). Chunks are
-written back in input order, so the files are the same for any number of workers. Only ids and
-per-document lengths stay in memory; texts and token ids go straight to disk:
+``CHUNK_BYTES`` of text and tokenized by worker processes, one single-threaded fast tokenizer each (all
+cores, whatever ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` say in the caller — the bench and the
+studies hold the tokenizer to one thread). Chunks are written back in input order, so the files are the
+same for any number of workers. Only ids and per-document lengths stay in memory; texts and token ids go
+straight to disk:
 
-* ``tokens.raw`` — every document as ``SEP + token ids`` in the index's token dtype (the backends read it
-  and delete it), ``texts.bin`` / ``text_offsets.npy`` / ``ids.json`` / ``unigram.npy`` — the shared files.
+* ``tokens.raw`` — every document as ``SEP + token ids`` in the index's token dtype (the backends read it,
+  then ``build_index`` deletes it), ``texts.bin`` / ``text_offsets.npy`` / ``ids.json`` / ``unigram.npy``
+  — the shared files.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import multiprocessing as mp
 import os
+import pickle
+import subprocess
+import sys
 from collections import deque
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +56,7 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-# ------------------------------------------------------------------------------ worker side
-
-_WORKER_TOKENIZER = None
-
+# ------------------------------------------------------------------------------ tokenizing one chunk
 
 def _fast_tokenizer(tokenizer_json: str):
     """A standalone copy of the fast tokenizer, configured as ``tokenizer(texts, add_special_tokens=False)``
@@ -67,12 +67,6 @@ def _fast_tokenizer(tokenizer_json: str):
     tok.no_truncation()
     tok.no_padding()
     return tok
-
-
-def _init_worker(tokenizer_json: str) -> None:
-    global _WORKER_TOKENIZER
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one thread per worker process: the pool is the parallelism
-    _WORKER_TOKENIZER = _fast_tokenizer(tokenizer_json)
 
 
 def _lay_out(token_lists, dtype: np.dtype, vocab: int) -> tuple[np.ndarray, bytes, np.ndarray]:
@@ -89,10 +83,76 @@ def _lay_out(token_lists, dtype: np.dtype, vocab: int) -> tuple[np.ndarray, byte
     return lengths, block.tobytes(), unigram
 
 
-def _encode_chunk(texts: list[str], dtype_str: str, vocab: int, tokenizer=None):
-    tok = tokenizer or _WORKER_TOKENIZER
-    encs = tok.encode_batch_fast(texts, add_special_tokens=False)
+def _encode_chunk(texts: list[str], dtype_str: str, vocab: int, tokenizer):
+    encs = tokenizer.encode_batch_fast(texts, add_special_tokens=False)
     return _lay_out([e.ids for e in encs], np.dtype(dtype_str), vocab)
+
+
+# ------------------------------------------------------------------------------ worker processes
+
+class _WorkerPool:
+    """``n`` worker processes (:func:`_serve` in a fresh interpreter) fed over pipes, one
+    chunk in flight each; results come back in submission order. Plain subprocesses, not multiprocessing:
+    nothing re-imports the caller's ``__main__``, and nothing is forked from a process that may be running
+    threads (torch, the tokenizer's own pool)."""
+
+    def __init__(self, n: int, setup: tuple):
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        cmd = [sys.executable, "-c", f"from {__name__} import _serve; _serve()"]
+        self.procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) for _ in range(n)]
+        for p in self.procs:
+            pickle.dump(setup, p.stdin)
+            p.stdin.flush()
+
+    def map_in_order(self, chunks):
+        pending: deque = deque()  # (chunk, process), in submission order
+        idle = deque(self.procs)
+        for chunk in chunks:
+            if not idle:
+                yield self._result(*pending.popleft(), idle)
+            p = idle.popleft()
+            pickle.dump([t for _, t in chunk], p.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            p.stdin.flush()
+            pending.append((chunk, p))
+        while pending:
+            yield self._result(*pending.popleft(), idle)
+
+    @staticmethod
+    def _result(chunk, p, idle):
+        try:
+            out = pickle.load(p.stdout)
+        except EOFError:
+            raise MemlabError(f"a tokenizer worker process died (exit code {p.wait()}); see its error above") from None
+        idle.append(p)
+        return chunk, out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            if exc[0] is not None:
+                p.kill()
+            try:
+                p.stdin.close()
+            except BrokenPipeError:  # a worker that died or was killed
+                pass
+        for p in self.procs:
+            p.wait()
+
+
+def _serve() -> None:
+    """Worker process: a setup tuple, then lists of texts until end of input, each answered in turn."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    tok_json, dtype_str, vocab = pickle.load(inp)
+    tok = _fast_tokenizer(tok_json)
+    while True:
+        try:
+            texts = pickle.load(inp)
+        except EOFError:
+            return
+        pickle.dump(_encode_chunk(texts, dtype_str, vocab, tok), out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
 
 
 # ------------------------------------------------------------------------------ main side
@@ -112,40 +172,22 @@ def _chunks(docs):
 
 
 def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int):
-    """(chunk, encoded chunk) in input order; a pool only when there is more than one chunk."""
+    """(chunk, encoded chunk) in input order; worker processes only when there is more than one chunk."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:  # a slow (Python) tokenizer: no Rust copy to hand to workers
         for chunk in chunks:
             yield chunk, _lay_out(encode_texts(tokenizer, [t for _, t in chunk]), dtype, vocab)
         return
     tok_json = backend.to_str()
-    first = next(chunks, None)
-    if first is None:
-        return
-    second = next(chunks, None)
-    if second is None or workers <= 1:
+    head = list(itertools.islice(chunks, 2))
+    chunks = itertools.chain(head, chunks)
+    if len(head) < 2 or workers <= 1:
         local = _fast_tokenizer(tok_json)
-        for chunk in (c for c in (first, second) if c is not None):
-            yield chunk, _encode_chunk([t for _, t in chunk], dtype.str, vocab, local)
         for chunk in chunks:
             yield chunk, _encode_chunk([t for _, t in chunk], dtype.str, vocab, local)
         return
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
-                             initargs=(tok_json,)) as pool:
-        pending: deque = deque()
-        for chunk in _prepend((first, second), chunks):
-            pending.append((chunk, pool.submit(_encode_chunk, [t for _, t in chunk], dtype.str, vocab)))
-            if len(pending) >= 2 * workers:  # bounded: memory stays flat in corpus size
-                c, fut = pending.popleft()
-                yield c, fut.result()
-        while pending:
-            c, fut = pending.popleft()
-            yield c, fut.result()
-
-
-def _prepend(head, rest):
-    yield from head
-    yield from rest
+    with _WorkerPool(workers, (tok_json, dtype.str, vocab)) as pool:
+        yield from pool.map_in_order(chunks)
 
 
 def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | None = None) -> TokenizedCorpus:

@@ -44,13 +44,15 @@ class InfiniGramIndex(TokenIndex):
         return list(_SHARED_FILES) + [f"{k}.{s}" for s in range(shards) for k in ("tokenized", "offset", "table")]
 
     @classmethod
-    def build(cls, corpus, out: Path, base_meta: dict, docs_per_shard: list[int] | None = None,
-              shard_tokens: int | None = None, mem_gb: int = 2, **options) -> None:
-        """Split the token file into infini-gram shards (``docs_per_shard``, or about ``shard_tokens``
-        tokens each, or one) by copying byte ranges, then run ``infini_gram.indexing``, which builds each
-        shard's suffix array in at most ``mem_gb`` of memory: peak memory is bounded by the shard size."""
+    def build(cls, corpus, out: Path, base_meta: dict, shards: int = 1, shard_tokens: int | None = None,
+              mem_gb: int = 2, **options) -> None:
+        """Split the token file into infini-gram shards (of about ``shard_tokens`` tokens each, else
+        ``shards`` of equal document counts) by copying byte ranges, then run ``infini_gram.indexing``, which
+        builds each shard's suffix array in at most ``mem_gb`` of memory: peak memory is bounded by the
+        shard size, not the corpus size."""
         width = corpus.dtype.itemsize
-        plan = docs_per_shard or _token_shards(corpus.doc_lengths, shard_tokens)
+        plan = (_token_shards(corpus.doc_lengths, shard_tokens) if shard_tokens
+                else _equal_doc_shards(corpus.n_docs, shards))
         doc_bytes = (corpus.doc_lengths + 1) * width
         first = 0
         with open(corpus.tokens_file, "rb") as src:
@@ -108,10 +110,14 @@ def _shard_names(n: int) -> list[str]:
     return sorted(str(s) for s in range(n))
 
 
-def _token_shards(doc_lengths: np.ndarray, shard_tokens: int | None) -> list[int]:
+def _equal_doc_shards(n_docs: int, shards: int) -> list[int]:
+    """Documents per shard for ``shards`` shards of equal document counts (the last one shorter)."""
+    per = -(-n_docs // max(1, min(int(shards), n_docs)))
+    return [min(per, n_docs - first) for first in range(0, n_docs, per)]
+
+
+def _token_shards(doc_lengths: np.ndarray, shard_tokens: int) -> list[int]:
     """Documents per shard: whole documents, a new shard once the current one holds ``shard_tokens``."""
-    if not shard_tokens:
-        return [len(doc_lengths)]
     plan, n, size = [], 0, 0
     for length in doc_lengths.tolist():
         n, size = n + 1, size + length + 1
