@@ -26,6 +26,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from memlab.config import CONF_DIR, experiment_names, repo_root, required_threads
+from memlab.errors import ConfigError
 from memlab.models.zoo import load_family
 
 # what every experiment runs through; everything else an experiment uses is found from its notebook's imports
@@ -40,7 +41,9 @@ ZOO_JOBS = 1
 # Every stage says how many cores it keeps busy (`meta.cores`, which DVC ignores): `make reproduce` runs stages
 # side by side while their cores fit the machine (memlab.reproduce). Corpora and conversions are one process on
 # one core; a zoo family trains min(ZOO_JOBS, its sizes) processes; an experiment uses as many torch threads as
-# the largest `threads` among the models it requires (memlab.config.required_threads).
+# the largest `threads` among the models it requires (memlab.config.required_threads). `meta.after` (from an
+# experiment's `requires.after`) orders an experiment after others whose cached model responses it reuses —
+# for `make reproduce` only: it is no DVC dependency (neither run reads the other's outputs).
 PY = "python"
 
 
@@ -228,6 +231,9 @@ def stages() -> dict:
         full = _compose_with_choices(exp)
         raw = OmegaConf.to_container(full, resolve=False)
         req = raw.get("requires") or {}
+        wrong = [a for a in req.get("after") or [] if a not in experiment_names() or a == exp]
+        if wrong:
+            raise ConfigError(f"experiment {exp}: requires.after names {wrong}: not another experiment")
         nb = raw["notebook"]
         base = f"results/{exp}/default"
         roots = [*ENTRY_MODULES, *notebook_imports(repo_root() / "notebooks" / nb), *_schema_modules(raw)]
@@ -237,7 +243,8 @@ def stages() -> dict:
             "cmd": f"{PY} -m memlab.run experiment={exp}",
             "deps": list(dict.fromkeys(deps)),  # dedup, order kept
             **run_outputs(base, Path(nb).stem),
-            "meta": {"cores": max(required_threads(raw).values(), default=1)},
+            "meta": {"cores": max(required_threads(raw).values(), default=1),
+                     **({"after": [f"exp-{a}" for a in req["after"]]} if req.get("after") else {})},
         }
     return st
 

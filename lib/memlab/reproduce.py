@@ -8,7 +8,8 @@ The plan: the stages ``dvc status`` reports changed plus everything downstream, 
 stage says in ``dvc.yaml`` how many cores it keeps busy (``meta.cores``, written by ``memlab.pipeline``); a
 stage starts as soon as its upstream stages are done and its cores fit beside the running ones (a stage wanting
 more cores than there are runs alone). Among ready stages, the one with most stages downstream goes first (the
-critical path), and none overtakes a better one that waits for cores. Each runs as ``dvc --wait-for-lock repro
+critical path), and none overtakes a better one that waits for cores. ``meta.after`` orders a stage after others
+that run in the same plan (it reuses their cached model responses) without making them DVC dependencies. Each runs as ``dvc --wait-for-lock repro
 --single-item <stage>``: DVC releases its repo lock while a stage's command runs and records every stage in
 ``dvc.lock`` as usual. With more than one job, each stage's output goes to ``.cache/reproduce/<stage>.log``.
 Every stage runs with ``OMP_NUM_THREADS=1`` (torch threads are set from config by the code itself): two stages
@@ -86,11 +87,14 @@ def _clock(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
-def stage_cores(dvc_yaml: Path) -> dict[str, int]:
+def stage_meta(dvc_yaml: Path) -> tuple[dict[str, int], dict[str, set[str]]]:
+    """Each stage's ``meta.cores`` (default 1) and ``meta.after`` (stages it should follow when both run)."""
     import yaml
 
     stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
-    return {n: max(1, int((s.get("meta") or {}).get("cores", 1))) for n, s in stages.items()}
+    meta = {n: s.get("meta") or {} for n, s in stages.items()}
+    return ({n: max(1, int(m.get("cores", 1))) for n, m in meta.items()},
+            {n: set(m.get("after") or []) for n, m in meta.items()})
 
 
 def _priority(plan: list[str], downs: dict[str, set[str]]) -> dict[str, int]:
@@ -164,8 +168,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"memlab: {n} stage(s) to run on {slots} core(s)" + (f": {', '.join(plan)}" if n else
           " (everything is up to date)"), file=sys.stderr, flush=True)
     order, downs = stage_graph(Path("dvc.yaml"))
-    ups = {m: {u for u in plan if m in downs[u]} for m in plan}
-    cores = stage_cores(Path("dvc.yaml"))
+    cores, after = stage_meta(Path("dvc.yaml"))
+    # a stage waits for its upstream stages and, when they run too, for the ones it should follow (meta.after)
+    ups = {m: {u for u in plan if m in downs[u]} | (after[m] & set(plan)) for m in plan}
+    for m in plan:
+        for a in after[m] & set(plan):
+            downs[a] = downs[a] | {m}
     prio = _priority(plan, downs)
     logs = Path(".cache/reproduce")
     if slots > 1 and n:

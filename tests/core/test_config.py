@@ -90,3 +90,16 @@ def test_dvc_stage_deps_cover_conf_files():
 def test_dvc_analytics_off_in_committed_config():
     text = (repo_root() / ".dvc" / "config").read_text()
     assert "analytics = false" in text
+
+
+def test_every_stage_says_its_cores_and_after_names_planned_experiments():
+    import yaml
+
+    stages = yaml.safe_load((repo_root() / "dvc.yaml").read_text())["stages"]
+    for name, st in stages.items():
+        assert st["meta"]["cores"] >= 1, name
+        for a in st["meta"].get("after", []):
+            assert a in stages and a != name and a.startswith("exp-"), (name, a)
+    # the PEARL runs that reuse each other's cached responses run in that order; nothing waits on itself
+    assert stages["exp-pearl_mia"]["meta"]["after"] == ["exp-pearl_epochs"]
+    assert "after" not in stages["exp-recap_feedback"]["meta"]

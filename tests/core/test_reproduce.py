@@ -57,7 +57,7 @@ def test_failed_stage_is_one_line_and_finished_stages_stay(tmp_path):
     assert (root / "a.txt").exists() and "first" in (root / "dvc.lock").read_text()
 
 
-def _parallel_repo(tmp_path: Path, cores: dict[str, int], fail: str | None = None) -> Path:
+def _parallel_repo(tmp_path: Path, cores: dict[str, int], fail: str | None = None, b_after_a: bool = False) -> Path:
     """Stages a and b are independent (each records when it ran, waiting long enough to overlap a sibling);
     c needs both. ``meta.cores`` as memlab.pipeline writes it."""
     root = _init(tmp_path / "repo")
@@ -71,6 +71,8 @@ def _parallel_repo(tmp_path: Path, cores: dict[str, int], fail: str | None = Non
 
     stages = {n: {"cmd": timed(n), "deps": ["in.txt"], "outs": [f"{n}.txt"], "meta": {"cores": cores[n]}}
               for n in ("a", "b")}
+    if b_after_a:
+        stages["b"]["meta"]["after"] = ["a"]
     stages["c"] = {"cmd": "python -c \"open('c.txt', 'w').write(open('a.txt').read() + open('b.txt').read())\"",
                    "deps": ["a.txt", "b.txt"], "outs": ["c.txt"], "meta": {"cores": 1}}
     (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
@@ -101,6 +103,16 @@ def test_a_stage_that_wants_every_core_runs_alone(tmp_path):
     assert r.returncode == 0, r.stderr
     (a0, a1), (b0, b1) = _interval(root, "a"), _interval(root, "b")
     assert a1 <= b0 or b1 <= a0, "a (2 cores) overlapped b on a 2-core budget"
+
+
+def test_meta_after_orders_without_a_dvc_dependency(tmp_path):
+    root = _parallel_repo(tmp_path, {"a": 1, "b": 1}, b_after_a=True)
+    r = _reproduce(root, "--jobs", "2")
+    assert r.returncode == 0, r.stderr
+    (a0, a1), (b0, b1) = _interval(root, "a"), _interval(root, "b")
+    assert a1 <= b0, "b started before a ended"
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    assert [d["path"] for d in lock["b"]["deps"]] == ["in.txt"]  # ordering only: DVC records no a → b edge
 
 
 def test_a_failure_lets_the_running_sibling_finish_and_names_its_log(tmp_path):
