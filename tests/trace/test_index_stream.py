@@ -72,7 +72,8 @@ def test_same_corpus_gives_byte_identical_index(big_corpus, tokenizer, tmp_path,
 def test_infini_gram_token_shards_answer_like_the_suffix_array(big_corpus, tokenizer, tmp_path):
     sa = build_index(big_corpus, tokenizer, tmp_path / "sa")
     ig = build_index(iter(big_corpus), tokenizer, tmp_path / "ig", backend="infini_gram", shard_tokens=3000)
-    assert len(ig.meta["docs_per_shard"]) > 2 and sum(ig.meta["docs_per_shard"]) == len(big_corpus)
+    # more than 10 shards: the engine opens tokenized.10 before tokenized.2, and document order must survive
+    assert len(ig.meta["docs_per_shard"]) > 10 and sum(ig.meta["docs_per_shard"]) == len(big_corpus)
     toks = [list(map(int, t)) for t in encode_texts(tokenizer, [d.text for d in big_corpus])]
     rng = random.Random(0)
     for _ in range(40):
