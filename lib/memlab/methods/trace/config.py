@@ -23,6 +23,14 @@ class TraceConfig:
     index_root: str
     prompts_dir: str
 
+    def index(self, docs, tokenizer, label: str, backend: str | None = None):
+        """The index of ``docs`` (built once under ``index_root``, then reused) with this config's backend — or
+        ``backend`` — and shard size."""
+        from memlab.methods.trace.index.cache import cached_index
+
+        return cached_index(docs, tokenizer, self.index_root, backend=backend or self.backend, label=label,
+                            shard_tokens=self.index_shard_tokens)
+
     def tracer(self, index, tokenizer):
         """A :class:`~memlab.methods.trace.simpletrace.Tracer` over ``index`` with these settings."""
         from memlab.methods.trace.simpletrace import Tracer

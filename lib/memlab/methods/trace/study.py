@@ -19,7 +19,7 @@ from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import (prompt_overlap, propensity_rows, run_propme, span_length_frame,
                                              summary_rows)
 from memlab.methods.trace.index import BACKENDS
-from memlab.methods.trace.index.cache import cached_index, external_corpus, tokenizer_for
+from memlab.methods.trace.index.cache import external_corpus, tokenizer_for
 from memlab.methods.trace.validation import negative_control, validate
 from memlab.results import StudyResult
 from memlab.schema import check
@@ -109,7 +109,7 @@ def validation(method: TraceConfig, p: ValidationParams, catalog=None) -> StudyR
         docs = [d for d in docs if d.id not in {h.id for h in held}]
         tok = tokenizer_for(p.tokenizer, docs, method.index_root, vocab_size=p.vocab_size)
         for backend in p.backends:
-            index = cached_index(docs, tok, method.index_root, backend=backend, label=spec["label"])
+            index = method.index(docs, tok, spec["label"], backend=backend)
             # sizes only: build times vary run to run (tables must not); `make bench` measures build speed
             builds.append({"corpus": spec["label"], "backend": backend, "docs": index.n_docs, "tokens": index.n_tokens})
             tracer = method.tracer(index, tok)
@@ -162,8 +162,7 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     nodes, A, B = stage_models(p, catalog)
     tok = AutoTokenizer.from_pretrained(nodes["stage0"]["path"])
     corpora = {"A": (p.corpus_a, A), "B": (p.corpus_b, B)}
-    tracers = {c: method.tracer(cached_index(docs, tok, method.index_root, backend=method.backend,
-                                             label=f"stages-{spec['label']}"), tok)
+    tracers = {c: method.tracer(method.index(docs, tok, f"stages-{spec['label']}"), tok)
                for c, (spec, docs) in corpora.items()}
     traces = []
     for stage, node in nodes.items():
@@ -204,8 +203,7 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> 
     node = catalog.checkpoint_cfg(t.family, t.size, "final")
     tiny_name = node["name"]
     with catalog.using(node) as backend:
-        tracer = method.tracer(cached_index(fam.members, backend.tokenizer, method.index_root, backend=method.backend,
-                                            label="tiny-members"), backend.tokenizer)
+        tracer = method.tracer(method.index(fam.members, backend.tokenizer, "tiny-members"), backend.tokenizer)
         traces, sets = run_propme(backend, tracer, Path(method.prompts_dir) / f"{t.domain}.txt", fam.members,
                                   n_prompts=t.n_prompts, max_new_tokens=t.max_new_tokens, prefix_tokens=t.prefix_tokens,
                                   prefix_position=t.prefix_position, seed=method.seed,
@@ -220,8 +218,7 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> 
                     index, docs = external_corpus(spec, b.tokenizer, method.index_root, e.n_prompts, method.seed)
                 else:
                     docs = load_spec(spec)
-                    index = cached_index(docs, b.tokenizer, method.index_root, backend=method.backend,
-                                         label=f"{name}-{spec['label']}")
+                    index = method.index(docs, b.tokenizer, f"{name}-{spec['label']}")
                 tr = method.tracer(index, b.tokenizer)
                 got, s = run_propme(b, tr, Path(method.prompts_dir) / f"{spec['domain']}.txt", docs,
                                     n_prompts=e.n_prompts, max_new_tokens=e.max_new_tokens,
