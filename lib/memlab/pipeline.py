@@ -43,7 +43,8 @@ ZOO_JOBS = 1
 # one core; a zoo family trains min(ZOO_JOBS, its sizes) processes; an experiment uses as many torch threads as
 # the largest `threads` among the models it requires (memlab.config.required_threads). `meta.after` (from an
 # experiment's `requires.after`) orders an experiment after others whose cached model responses it reuses —
-# for `make reproduce` only: it is no DVC dependency (neither run reads the other's outputs).
+# for `make reproduce` only: it is no DVC dependency (neither run reads the other's outputs). `meta.minutes`
+# (`requires.minutes`: the run's one-core wall minutes, measured) lets the longest chains start first.
 PY = "python"
 
 
@@ -244,7 +245,8 @@ def stages() -> dict:
             "deps": list(dict.fromkeys(deps)),  # dedup, order kept
             **run_outputs(base, Path(nb).stem),
             "meta": {"cores": max(required_threads(raw).values(), default=1),
-                     **({"after": [f"exp-{a}" for a in req["after"]]} if req.get("after") else {})},
+                     **({"after": [f"exp-{a}" for a in req["after"]]} if req.get("after") else {}),
+                     **({"minutes": float(req["minutes"])} if req.get("minutes") is not None else {})},
         }
     return st
 

@@ -7,8 +7,8 @@ stage of how many is running.
 The plan: the stages ``dvc status`` reports changed plus everything downstream, in topological order. Each
 stage says in ``dvc.yaml`` how many cores it keeps busy (``meta.cores``, written by ``memlab.pipeline``); a
 stage starts as soon as its upstream stages are done and its cores fit beside the running ones (a stage wanting
-more cores than there are runs alone). Among ready stages, the one with most stages downstream goes first (the
-critical path), and none overtakes a better one that waits for cores. ``meta.after`` orders a stage after others
+more cores than there are runs alone). Among ready stages, the one heading the longest chain of expected minutes
+(``meta.minutes``, measured; 1 when unknown) goes first, and none overtakes a better one that waits for cores. ``meta.after`` orders a stage after others
 that run in the same plan (it reuses their cached model responses) without making them DVC dependencies. Each runs as ``dvc --wait-for-lock repro
 --single-item <stage>``: DVC releases its repo lock while a stage's command runs and records every stage in
 ``dvc.lock`` as usual. With more than one job, each stage's output goes to ``.cache/reproduce/<stage>.log``.
@@ -87,25 +87,28 @@ def _clock(seconds: float) -> str:
     return f"{s // 60}:{s % 60:02d}"
 
 
-def stage_meta(dvc_yaml: Path) -> tuple[dict[str, int], dict[str, set[str]]]:
-    """Each stage's ``meta.cores`` (default 1) and ``meta.after`` (stages it should follow when both run)."""
+UNTIMED_MINUTES = 1.0  # what a stage without ``meta.minutes`` is assumed to take when ranking chains
+
+
+def stage_meta(dvc_yaml: Path) -> tuple[dict[str, int], dict[str, set[str]], dict[str, float]]:
+    """Each stage's ``meta.cores`` (default 1), ``meta.after`` (stages it should follow when both run) and
+    ``meta.minutes`` (its expected one-core wall minutes; default :data:`UNTIMED_MINUTES`)."""
     import yaml
 
     stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
     meta = {n: s.get("meta") or {} for n, s in stages.items()}
     return ({n: max(1, int(m.get("cores", 1))) for n, m in meta.items()},
-            {n: set(m.get("after") or []) for n, m in meta.items()})
+            {n: set(m.get("after") or []) for n, m in meta.items()},
+            {n: float(m.get("minutes", UNTIMED_MINUTES)) for n, m in meta.items()})
 
 
-def _priority(plan: list[str], downs: dict[str, set[str]]) -> dict[str, int]:
-    """How many planned stages lie downstream of each (transitively): the longer chain starts first."""
-    below: dict[str, set[str]] = {}
+def _priority(plan: list[str], downs: dict[str, set[str]], minutes: dict[str, float]) -> dict[str, float]:
+    """Each planned stage's critical path: its expected minutes plus the longest chain of planned stages below it
+    (the stage that heads the longest chain starts first, so a long run does not end up last)."""
+    chain: dict[str, float] = {}
     for n in reversed(plan):  # reverse topological: a stage's downstream is known before it
-        below[n] = set()
-        for m in downs[n]:
-            if m in below:
-                below[n] |= {m} | below[m]
-    return {n: len(below[n]) for n in plan}
+        chain[n] = minutes[n] + max((chain[m] for m in downs[n] if m in chain), default=0.0)
+    return chain
 
 
 def next_stages(ready: list[str], busy: int, slots: int, cores: dict[str, int]) -> list[str]:
@@ -168,13 +171,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"memlab: {n} stage(s) to run on {slots} core(s)" + (f": {', '.join(plan)}" if n else
           " (everything is up to date)"), file=sys.stderr, flush=True)
     order, downs = stage_graph(Path("dvc.yaml"))
-    cores, after = stage_meta(Path("dvc.yaml"))
+    cores, after, minutes = stage_meta(Path("dvc.yaml"))
     # a stage waits for its upstream stages and, when they run too, for the ones it should follow (meta.after)
     ups = {m: {u for u in plan if m in downs[u]} | (after[m] & set(plan)) for m in plan}
     for m in plan:
         for a in after[m] & set(plan):
             downs[a] = downs[a] | {m}
-    prio = _priority(plan, downs)
+    prio = _priority(plan, downs, minutes)
     logs = Path(".cache/reproduce")
     if slots > 1 and n:
         logs.mkdir(parents=True, exist_ok=True)

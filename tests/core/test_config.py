@@ -102,4 +102,5 @@ def test_every_stage_says_its_cores_and_after_names_planned_experiments():
             assert a in stages and a != name and a.startswith("exp-"), (name, a)
     # the PEARL runs that reuse each other's cached responses run in that order; nothing waits on itself
     assert stages["exp-pearl_mia"]["meta"]["after"] == ["exp-pearl_epochs"]
+    assert all(stages[f"exp-{e}"]["meta"]["minutes"] > 0 for e in EXPERIMENTS)  # every experiment says its minutes
     assert "after" not in stages["exp-recap_feedback"]["meta"]

@@ -129,8 +129,9 @@ def test_critical_path_first_and_packing():
     from memlab.reproduce import _priority, next_stages
 
     downs = {"zoo": {"exp1", "exp2"}, "exp1": set(), "exp2": set(), "other": set()}
-    prio = _priority(["zoo", "other", "exp1", "exp2"], downs)
-    assert prio == {"zoo": 2, "other": 0, "exp1": 0, "exp2": 0}
+    minutes = {"zoo": 1.0, "exp1": 2.0, "exp2": 3.0, "other": 4.5}
+    prio = _priority(["zoo", "other", "exp1", "exp2"], downs, minutes)
+    assert prio == {"zoo": 4.0, "other": 4.5, "exp1": 2.0, "exp2": 3.0}  # the long lone run outranks the chain
     cores = {"big": 2, "x": 1, "y": 1, "huge": 8}
     assert next_stages(["big", "x", "y"], 0, 2, cores) == ["big"]
     assert next_stages(["x", "y", "big"], 0, 2, cores) == ["x", "y"]

@@ -67,6 +67,6 @@ def test_wild_params_name_one_calibration_source_per_domain(profile):
     p = Report.typed_node(cfg, "params")
     assert p.calibration_sources == CAL
     assert p.sources["post_cutoff_code"].domain == "code" and p.sources["post_cutoff_code"].corpus == "post_cutoff_code"
-    assert p.sources["post_cutoff_code"].n == (2 if profile == "embedded" else 100)
+    assert p.sources["post_cutoff_code"].n == (10 if profile == "embedded" else 100)
     with pytest.raises(ConfigError, match="calibration_sources.code must name a source of domain 'code'"):
         Report.typed_node(compose("pearl_wild", ["params.calibration_sources.code=release_notes"]), "params")
