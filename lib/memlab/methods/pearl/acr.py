@@ -29,7 +29,6 @@ Deterministic: the search of (document, length) draws from a generator seeded wi
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -211,15 +210,13 @@ def acr_rows(backend, docs: Sequence[Document], p: AcrParams, **labels) -> list[
                 raise ConfigError(f"ACR: {d.id} has {len(ids)} tokens < target_offset + target_tokens "
                                   f"({p.target_offset + p.target_tokens})")
             target = ids[p.target_offset:p.target_offset + p.target_tokens]
-            t0 = time.perf_counter()
             s = mini_prompt(model, target, p, allowed, d.id)
             bound = p.target_tokens / (max(p.prompt_lengths) + 1)
             rows.append({"doc_id": d.id, "split": d.split, **labels, "target_offset": p.target_offset,
                          "target_tokens": p.target_tokens, "prompt_len": s.length,
                          "acr": p.target_tokens / s.length if s.found else bound, "acr_is_bound": not s.found,
                          "compressible": s.found, "prefix_len": prefix_len(model, ids, p), "gcg_steps": s.steps,
-                         "loss": s.loss, "prompt": tok.decode(s.prompt), "target": tok.decode(target),
-                         "seconds": time.perf_counter() - t0})
+                         "loss": s.loss, "prompt": tok.decode(s.prompt), "target": tok.decode(target)})
     return rows
 
 
