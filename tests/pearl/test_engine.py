@@ -57,10 +57,21 @@ def test_deterministic_and_batch_independent(backend, micro_family, cfg, results
 
 
 def test_summarization_reference_is_greedy_unperturbed_output(backend, micro_family, cfg):
+    from memlab.methods.pearl.engine import prepare
+    from memlab.methods.pearl.perturb import derive_seed
+    from memlab.methods.pearl.tasks import build_request, load_prompt, performance
+
     s = cfg.replace(task={"name": "text_summarization"}, samples=2)
-    res = run_pearl(backend, micro_family.members[:1], s, keep_outputs=True)
-    assert len(res[0].outputs) == 6 and len(res[0].outputs[0]) == 2
-    assert all(0.0 <= x <= 1.0 for x in res[0].perf)
+    docs = micro_family.members[:1]
+    res = run_pearl(backend, docs, s, keep_outputs=True)[0]
+    assert len(res.outputs) == 6 and len(res.outputs[0]) == 2
+    # the greedy (T = 0) output of the unperturbed input, asked for on its own
+    x = prepare(docs, s, None)[0].x
+    greedy = backend.generate([build_request(load_prompt(s.task), s.task, x, n=1, temperature=0.0, top_p=s.top_p,
+                                             seed=derive_seed(s.seed, "sample", docs[0].id))])[0].text
+    assert res.perf_samples == [[performance(s.task, o, greedy) for o in level] for level in res.outputs]
+    # and not the document itself (what a completion-style reference would be)
+    assert res.perf_samples != [[performance(s.task, o, docs[0].text) for o in level] for level in res.outputs]
 
 
 def test_input_similarity_decreases_with_level(micro_family, cfg):
