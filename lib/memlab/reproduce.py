@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     n = len(plan)
     print(f"memlab: {n} stage(s) to run on {slots} core(s)" + (f": {', '.join(plan)}" if n else
           " (everything is up to date)"), file=sys.stderr, flush=True)
-    order, downs = stage_graph(Path("dvc.yaml"))
+    _, downs = stage_graph(Path("dvc.yaml"))
     cores, after, minutes = stage_meta(Path("dvc.yaml"))
     # a stage waits for its upstream stages and, when they run too, for the ones it should follow (meta.after)
     ups = {m: {u for u in plan if m in downs[u]} | (after[m] & set(plan)) for m in plan}

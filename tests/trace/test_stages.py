@@ -55,16 +55,14 @@ def test_zoo_stage_weight_is_the_same_function(tmp_path):
     one, or (before `make zoo`) one trained here exactly as the zoo build trains it."""
     from transformers import AutoTokenizer
 
-    from memlab.models.tiny import train_tokenizer
+    from memlab.models.tiny import train_spec_tokenizer
     from memlab.models.zoo import load_family
 
     s0, s1 = load_family("stages"), load_family("stages_s1")
     tok_dir = s0.tokenizer_dir
     if not (tok_dir / "tokenizer.json").exists():
-        spec, tok_dir = s0.spec(s0.sizes[0]), tmp_path / "tokenizer"
-        texts = [d.text for d in spec.members] + ([d.text for d in spec.nonmembers]
-                                                   if spec.tokenizer_on == "all" else [])
-        train_tokenizer(texts, spec.vocab_size, tok_dir)
+        tok_dir = tmp_path / "tokenizer"
+        train_spec_tokenizer(s0.spec(s0.sizes[0]), tok_dir)
     tok = AutoTokenizer.from_pretrained(tok_dir)
     a = s0.members
     b = [d for d in s1.members if d.id not in {x.id for x in a}]

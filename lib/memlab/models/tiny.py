@@ -117,6 +117,13 @@ def _dir_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+def train_spec_tokenizer(spec, out_dir: str | Path):
+    """The tokenizer a spec's training run trains (its members, plus its non-members when ``tokenizer_on`` is
+    "all"), saved under ``out_dir``."""
+    texts = [d.text for d in spec.members] + ([d.text for d in spec.nonmembers] if spec.tokenizer_on == "all" else [])
+    return train_tokenizer(texts, spec.vocab_size, out_dir)
+
+
 def train_tokenizer(texts: Sequence[str], vocab_size: int, out_dir: str | Path):
     """Train a byte-level BPE tokenizer (deterministic for the same texts) and save it as an HF folder."""
     os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one thread: the merge order cannot depend on scheduling
@@ -262,9 +269,7 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
             tok = AutoTokenizer.from_pretrained(spec.init_from)
             tok.save_pretrained(tok_dir)
         else:
-            texts = [d.text for d in spec.members] + ([d.text for d in spec.nonmembers]
-                                                       if spec.tokenizer_on == "all" else [])
-            train_tokenizer(texts, spec.vocab_size, tok_dir)
+            train_spec_tokenizer(spec, tok_dir)
     tok = AutoTokenizer.from_pretrained(tok_dir)
     eos = tok.convert_tokens_to_ids(EOS) if EOS in tok.get_vocab() else tok.eos_token_id
     groups_ids = [([tok(d.text, add_special_tokens=False)["input_ids"] for d in docs], float(w))

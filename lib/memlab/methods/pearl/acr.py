@@ -238,15 +238,6 @@ def acr_table(catalog, family: str, size: str, docs: Sequence[Document], p: AcrP
     return pd.DataFrame(rows)
 
 
-def with_pearl(acr, pearl, score: str, alpha: float):
-    """ACR rows joined with PEARL's per-document table (``pearl_scores``: doc_id, epoch, kind, ``score``) and both
-    decisions: ``acr_memorized`` (ACR > 1) and ``pearl_memorized`` (``score`` > ``alpha``)."""
-    df = acr.merge(pearl[["doc_id", "epoch", "kind", score]], on=["doc_id", "epoch"], how="inner")
-    df["acr_memorized"] = df.compressible.astype(bool)
-    df["pearl_memorized"] = df[score] > alpha
-    return df
-
-
 def acr_figure(acr, pearl=None, *, score: str = "sensitivity", alpha: float | None = None):
     """Left: ACR per epoch (each document a point, the split's mean a line; ACR = 1 dashed; hollow markers are
     bounds). Right, when ``pearl`` (``pearl_scores``) is given: PEARL ``score`` vs ACR per document × epoch

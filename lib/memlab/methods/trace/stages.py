@@ -27,14 +27,13 @@ def mixture_weights(a_docs, b_docs, *, b_share: float, tokenizer=None) -> tuple[
 
 
 def stage0_tokenizer(spec):
-    """The tokenizer stage 0 trains for ``spec`` (``tokenizer_on='all'``: its members, then its non-members),
-    trained the same deterministic way (:func:`memlab.models.tiny.train_tokenizer`) before stage 0 runs, so the
-    continual stages' weights can be counted in its tokens."""
-    from memlab.models.tiny import train_tokenizer
+    """The tokenizer stage 0 trains for ``spec``, trained the same deterministic way
+    (:func:`memlab.models.tiny.train_spec_tokenizer`) before stage 0 runs, so the continual stages' weights can be
+    counted in its tokens."""
+    from memlab.models.tiny import train_spec_tokenizer
 
-    texts = [d.text for d in spec.members] + [d.text for d in spec.nonmembers]
     with tempfile.TemporaryDirectory(prefix="stage0-tokenizer-") as tmp:
-        return train_tokenizer(texts, spec.vocab_size, tmp)
+        return train_spec_tokenizer(spec, tmp)
 
 
 def stage_specs(a_docs, b_docs, heldout, *, arch: dict, train: dict, stage_epochs: Sequence[int],
