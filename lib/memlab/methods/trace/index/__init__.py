@@ -10,7 +10,7 @@ Two backends behind one interface (:class:`TokenIndex`):
   queried memory-mapped: for corpora larger than RAM, or an existing infini-gram index directory.
 
 Builds stream the documents (:mod:`.corpus_stream`): tokenized in chunks by worker processes on all cores
-and written to disk as they come, so only ids and lengths are held; the suffix array is then built in memory
+(byte-level BPE through the pre-token cache of :mod:`.piece_cache`) and written to disk as they come, so only ids and lengths are held; the suffix array is then built in memory
 from the token file, infini-gram shard by shard in bounded memory (``shard_tokens``).
 
 Corpus layout (both backends): every document is written as ``SEP + tokens``, where ``SEP`` is the
@@ -23,7 +23,8 @@ An index directory is complete only when ``meta.json`` exists: it is written las
 so a killed build leaves a directory that :func:`load_index` refuses with one clear line.
 
 This package: :mod:`.base` (interface, tokenizer helpers, validation, backend registry),
-:mod:`.suffix_array` and :mod:`.infini_gram` (the backends, registered by name on import), and here
+:mod:`.suffix_array` and :mod:`.infini_gram` (the backends, registered by name on import), :mod:`.corpus_stream`
+and :mod:`.piece_cache` (tokenizing the corpus), and here
 :func:`build_index` / :func:`load_index`, which pick the backend class by name from :data:`BACKENDS`.
 """
 

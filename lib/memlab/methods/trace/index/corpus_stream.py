@@ -3,7 +3,8 @@
 Documents are read one at a time, checked (:func:`~.base.checked_doc`), grouped into chunks of about
 ``CHUNK_BYTES`` of text and tokenized by worker processes, one single-threaded fast tokenizer each (all
 cores, whatever ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` say in the caller — the bench and the
-studies hold the tokenizer to one thread). Chunks are written back in input order, so the files are the
+studies hold the tokenizer to one thread). Byte-level BPE tokenizers go through the pre-token cache of
+:mod:`.piece_cache` (the same ids, each distinct word encoded once). Chunks are written back in input order, so the files are the
 same for any number of workers. Only ids and per-document lengths stay in memory; texts and token ids go
 straight to disk:
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from memlab.errors import MemlabError
 from memlab.methods.trace.index.base import checked_doc, encode_texts, token_dtype_for
+from memlab.methods.trace.index.piece_cache import PieceCachedEncoder, piece_cache_applicable
 
 CHUNK_BYTES = 1 << 18  # text per tokenization job: ~0.1 s of work; a worker peaks at ~80 bytes per text byte
 TOKENS_FILE = "tokens.raw"
@@ -69,23 +71,40 @@ def _fast_tokenizer(tokenizer_json: str):
     return tok
 
 
-def _lay_out(token_lists, dtype: np.dtype, vocab: int) -> tuple[np.ndarray, bytes, np.ndarray]:
-    """(lengths, SEP + ids of every document as bytes, unigram counts) of one chunk."""
+def _lay_out(lengths: np.ndarray, block: np.ndarray, vocab: int) -> tuple[np.ndarray, bytes, np.ndarray]:
+    """(lengths, SEP + ids of every document as bytes, unigram counts) of one chunk laid out in ``block``."""
+    sep = np.iinfo(block.dtype).max
+    unigram = np.bincount(block[block != sep].astype(np.int64), minlength=vocab)[:vocab]
+    return lengths, block.tobytes(), unigram
+
+
+def _block(token_lists, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens per document, SEP + ids of every document back to back)."""
     lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
     block = np.full(int(lengths.sum()) + len(lengths), np.iinfo(dtype).max, dtype=dtype)
     pos = 1
     for toks, n in zip(token_lists, lengths):
         block[pos:pos + n] = toks
         pos += n + 1
-    real = np.ones(len(block), dtype=bool)
-    real[np.concatenate([[0], np.cumsum(lengths[:-1] + 1)])] = False
-    unigram = np.bincount(block[real].astype(np.int64), minlength=vocab)[:vocab]
-    return lengths, block.tobytes(), unigram
+    return lengths, block
 
 
-def _encode_chunk(texts: list[str], dtype_str: str, vocab: int, tokenizer):
-    encs = tokenizer.encode_batch_fast(texts, add_special_tokens=False)
-    return _lay_out([e.ids for e in encs], np.dtype(dtype_str), vocab)
+class _ChunkEncoder:
+    """Encodes chunks with a standalone fast tokenizer: through :class:`PieceCachedEncoder` when the tokenizer
+    has its shape (the same ids, faster), else with the tokenizer's batch call."""
+
+    def __init__(self, tokenizer_json: str, dtype_str: str, vocab: int):
+        self.tok = _fast_tokenizer(tokenizer_json)
+        self.dtype, self.vocab = np.dtype(dtype_str), vocab
+        self.cached = PieceCachedEncoder(self.tok, tokenizer_json) if piece_cache_applicable(tokenizer_json) else None
+
+    def __call__(self, texts: list[str]):
+        if self.cached is not None:
+            lengths, block = self.cached.encode_block(texts, np.iinfo(self.dtype).max, self.dtype)
+        else:
+            lengths, block = _block([e.ids for e in self.tok.encode_batch_fast(texts, add_special_tokens=False)],
+                                    self.dtype)
+        return _lay_out(lengths, block, self.vocab)
 
 
 # ------------------------------------------------------------------------------ worker processes
@@ -144,14 +163,13 @@ class _WorkerPool:
 def _serve() -> None:
     """Worker process: a setup tuple, then lists of texts until end of input, each answered in turn."""
     inp, out = sys.stdin.buffer, sys.stdout.buffer
-    tok_json, dtype_str, vocab = pickle.load(inp)
-    tok = _fast_tokenizer(tok_json)
+    encode = _ChunkEncoder(*pickle.load(inp))
     while True:
         try:
             texts = pickle.load(inp)
         except EOFError:
             return
-        pickle.dump(_encode_chunk(texts, dtype_str, vocab, tok), out, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(encode(texts), out, protocol=pickle.HIGHEST_PROTOCOL)
         out.flush()
 
 
@@ -176,15 +194,15 @@ def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int):
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:  # a slow (Python) tokenizer: no Rust copy to hand to workers
         for chunk in chunks:
-            yield chunk, _lay_out(encode_texts(tokenizer, [t for _, t in chunk]), dtype, vocab)
+            yield chunk, _lay_out(*_block(encode_texts(tokenizer, [t for _, t in chunk]), dtype), vocab)
         return
     tok_json = backend.to_str()
     head = list(itertools.islice(chunks, 2))
     chunks = itertools.chain(head, chunks)
     if len(head) < 2 or workers <= 1:
-        local = _fast_tokenizer(tok_json)
+        encode = _ChunkEncoder(tok_json, dtype.str, vocab)
         for chunk in chunks:
-            yield chunk, _encode_chunk([t for _, t in chunk], dtype.str, vocab, local)
+            yield chunk, encode([t for _, t in chunk])
         return
     with _WorkerPool(workers, (tok_json, dtype.str, vocab)) as pool:
         yield from pool.map_in_order(chunks)
