@@ -16,6 +16,8 @@ Measured side by side (ratios are what matter on this shared machine):
 * ``infini_gram_attribute``: ``InfiniGramEngine.attribute`` (OLMoTrace's primitive, C++) on the same
   corpus and generations (it also returns documents; we time it as the closest public equivalent);
 * ``simpletrace``: our full steps 1–4 (spans, rarity filter, documents, merge, nv statistics) per generation;
+* tokenization alone, one thread, side by side on the indexed documents: the fast tokenizer's batch call
+  against the pre-token cache the builds use (:mod:`memlab.methods.trace.index.piece_cache`), ids checked equal;
 * index build MB/s (text bytes / build seconds, tokenization excluded and included; and per CPU second,
   which a busy shared machine does not change much) for both backends, each build in its own subprocess
   so its peak memory is its own: the build process's peak RSS (VmHWM), the largest helper's
@@ -163,6 +165,41 @@ def _build_child(corpus: str, tok_dir: str, out: str, backend: str, options: str
         "peak_rss_mb": round(_vm_hwm_kb() / kb, 1), "peak_rss_helper_max_mb": round(helpers.ru_maxrss / kb, 1)}))
 
 
+def _tokenizers_side_by_side(texts: list[str], tok_dir: Path) -> dict:
+    """One process, one thread: the fast tokenizer's batch call against the pre-token cache on the same texts
+    (in chunks of the build's size, the cache starting empty), ids checked equal."""
+    from tokenizers import Tokenizer
+
+    from memlab.methods.trace.index.corpus_stream import CHUNK_BYTES
+    from memlab.methods.trace.index.piece_cache import PieceCachedEncoder
+
+    js = Tokenizer.from_file(str(tok_dir / "tokenizer.json")).to_str()
+    tok = Tokenizer.from_str(js)
+    chunks, chunk, size = [], [], 0
+    for t in texts:
+        chunk.append(t)
+        size += len(t)
+        if size >= CHUNK_BYTES:
+            chunks.append(chunk)
+            chunk, size = [], 0
+    chunks += [chunk] if chunk else []
+    t0 = time.perf_counter()
+    want = [[e.ids for e in tok.encode_batch_fast(c, add_special_tokens=False)] for c in chunks]
+    t_fast = time.perf_counter() - t0
+    enc = PieceCachedEncoder(tok, js)
+    t0 = time.perf_counter()
+    got = [enc.encode_block(c, 0xFFFF, np.dtype(np.uint16)) for c in chunks]
+    t_cached = time.perf_counter() - t0
+    for w, (lengths, _) in zip(want, got):
+        assert lengths.tolist() == [len(i) for i in w], "pre-token cache and tokenizer disagree"
+    assert np.array_equal(np.concatenate([b for _, b in got]),
+                          np.concatenate([np.concatenate([[0xFFFF], i]) for w in want for i in w]).astype(np.uint16))
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    return {"text_mb": round(mb, 2), "fast_tokenizer_mb_per_s": round(mb / t_fast, 2),
+            "piece_cache_mb_per_s": round(mb / t_cached, 2), "speedup": round(t_fast / t_cached, 2),
+            "distinct_pieces": len(enc.index)}
+
+
 def _vm_hwm_kb() -> int:
     """Peak RSS of this process since its exec (KiB)."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -226,6 +263,7 @@ def run(quick: bool = False) -> dict:
         tok_dir = tmp / "tok"
         indexed_file = tmp / "indexed.jsonl"
         _write_jsonl(indexed, indexed_file)
+        res["tokenize_one_thread"] = _tokenizers_side_by_side([d.text for d in indexed], tok_dir)
         builds = {"sa": _timed_build(indexed_file, tok_dir, tmp / "sa", "suffix_array"),
                   "ig": _timed_build(indexed_file, tok_dir, tmp / "ig", "infini_gram", mem_gb=IG_MEM_GB)}
         if not quick:

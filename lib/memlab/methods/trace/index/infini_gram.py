@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from memlab.errors import MemlabError
+from memlab.methods.trace.index.corpus_stream import available_cores
 from memlab.methods.trace.index.base import (FORMAT_VERSION, Occurrences, TokenIndex, register_backend,
                                              tokenizer_fingerprint, vocab_size_of)
 
@@ -47,9 +48,9 @@ class InfiniGramIndex(TokenIndex):
     def build(cls, corpus, out: Path, base_meta: dict, shards: int = 1, shard_tokens: int | None = None,
               mem_gb: int = 2, **options) -> None:
         """Split the token file into infini-gram shards (of about ``shard_tokens`` tokens each, else
-        ``shards`` of equal document counts) by copying byte ranges, then run ``infini_gram.indexing``, which
-        builds each shard's suffix array in at most ``mem_gb`` of memory: peak memory is bounded by the
-        shard size, not the corpus size."""
+        ``shards`` of equal document counts) by copying byte ranges, then run ``infini_gram.indexing`` on all
+        available cores, which builds each shard's suffix array in at most ``mem_gb`` of memory: peak memory
+        is bounded by the shard size, not the corpus size."""
         width = corpus.dtype.itemsize
         plan = (_token_shards(corpus.doc_lengths, shard_tokens) if shard_tokens
                 else _equal_doc_shards(corpus.n_docs, shards))
@@ -66,7 +67,8 @@ class InfiniGramIndex(TokenIndex):
         base_meta["token_dtype"] = {2: "u16", 4: "u32"}[width]
         shards = len(plan)
         cmd = [sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(out), "--save_dir", str(out),
-               "--token_dtype", base_meta["token_dtype"], "--shards", str(shards), "--cpus", "1",
+               "--token_dtype", base_meta["token_dtype"], "--shards", str(shards),
+               "--cpus", str(available_cores()),
                "--mem", str(mem_gb), "--ulimit", "20000"]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
         res = subprocess.run(cmd, capture_output=True, text=True, env=env)
