@@ -87,6 +87,33 @@ def test_infini_gram_token_shards_answer_like_the_suffix_array(big_corpus, token
     assert ig.doc_text(123) == big_corpus[123].text
 
 
+def test_infini_gram_indexer_on_two_cpus_answers_like_the_suffix_array(tokenizer, tmp_path, monkeypatch):
+    from memlab.methods.trace.index import infini_gram
+
+    docs = make_corpus(n_docs=4000, seed=5)
+    monkeypatch.setattr(infini_gram, "available_cores", lambda: 2)
+    monkeypatch.setattr(infini_gram, "MIN_PART_BYTES", 400_000)  # correct from 300 kB parts (measured), see there
+    sa = build_index(docs, tokenizer, tmp_path / "sa")
+    assert infini_gram.indexer_cpus(2 * (sa.n_tokens + sa.n_docs)) == 2  # one shard, cut in two parts
+    ig = build_index(iter(docs), tokenizer, tmp_path / "ig", backend="infini_gram")
+    T = np.asarray(sa.T)
+    rng = random.Random(1)
+    for _ in range(300):
+        a = rng.randrange(len(T) - 8)
+        q = [int(t) for t in T[a:a + rng.randint(1, 8)]]
+        if sa.sep not in q:
+            assert ig.count(q) == sa.count(q)
+    g = [int(t) for t in T[1000:1040]] + [5, 6] + [int(t) for t in T[len(T) // 2:len(T) // 2 + 40]]
+    assert ig.longest_matches(g).tolist() == sa.longest_matches(g).tolist()
+
+
+def test_infini_gram_indexer_cpus_keep_parts_large():
+    from memlab.methods.trace.index import infini_gram
+
+    assert infini_gram.indexer_cpus(0) == 1 and infini_gram.indexer_cpus(infini_gram.MIN_PART_BYTES - 1) == 1
+    assert infini_gram.indexer_cpus(10**12) == infini_gram.available_cores()
+
+
 def test_failed_stream_leaves_nothing_behind(big_corpus, tokenizer, tmp_path):
     from memlab.data.records import Document
     from memlab.errors import MemlabError

@@ -55,6 +55,7 @@ class InfiniGramIndex(TokenIndex):
         plan = (_token_shards(corpus.doc_lengths, shard_tokens) if shard_tokens
                 else _equal_doc_shards(corpus.n_docs, shards))
         doc_bytes = (corpus.doc_lengths + 1) * width
+        starts = np.concatenate([[0], np.cumsum(plan[:-1])]).astype(int)
         first = 0
         with open(corpus.tokens_file, "rb") as src:
             for s, n in zip(_shard_names(len(plan)), plan):
@@ -68,7 +69,7 @@ class InfiniGramIndex(TokenIndex):
         shards = len(plan)
         cmd = [sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(out), "--save_dir", str(out),
                "--token_dtype", base_meta["token_dtype"], "--shards", str(shards),
-               "--cpus", str(available_cores()),
+               "--cpus", str(indexer_cpus(min(int(doc_bytes[a:a + n].sum()) for a, n in zip(starts, plan)))),
                "--mem", str(mem_gb), "--ulimit", "20000"]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
         res = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -104,6 +105,18 @@ class InfiniGramIndex(TokenIndex):
         """infini-gram's own ``attribute`` (OLMoTrace primitive), for the benchmark comparison."""
         return self.engine.attribute(input_ids=[int(t) for t in tokens], delim_ids=[], min_len=min_len,
                                      max_cnt=max_cnt, enforce_bow=False)
+
+
+# infini_gram.indexing cuts a shard into one part per CPU, each sorted with HACK (100 kB) bytes of the next part
+# as context; small parts give a wrong table: measured on 2 CPUs, counts are wrong (or the engine crashes) with
+# parts of 250 kB and below and right from 300 kB, so parts are kept >= 4 MB
+MIN_PART_BYTES = 4_000_000
+
+
+def indexer_cpus(smallest_shard_bytes: int) -> int:
+    """CPUs for infini-gram's indexer: all available cores, as long as every part of the smallest shard keeps
+    at least :data:`MIN_PART_BYTES`; the table is the same for any number."""
+    return max(1, min(available_cores(), smallest_shard_bytes // MIN_PART_BYTES))
 
 
 def _shard_names(n: int) -> list[str]:
