@@ -23,7 +23,8 @@ Measured side by side (ratios are what matter on this shared machine):
   so its peak memory is its own: the build process's peak RSS (VmHWM), the largest helper's
   ``getrusage(RUSAGE_CHILDREN).ru_maxrss`` (an upper bound: it includes the RSS the helper was started
   from) and the peak summed RSS of all the build's processes; the suffix-array build also with one
-  tokenizer process, to show what the worker processes buy;
+  tokenizer process, to show what the worker processes buy, and without the pre-token cache, to show what
+  it buys;
 * the same builds on a ~``BIG_CORPUS_MB`` MB corpus (full run only): seeded shuffles of the indexed
   documents' lines, so it is not trivially repeated, generated into the temp dir at bench time; infini-gram
   in shards of ``BIG_SHARD_TOKENS`` tokens (its peak memory is bounded by the shard, not the corpus).
@@ -270,6 +271,9 @@ def run(quick: bool = False) -> dict:
             builds["sa_1_tokenizer_process"] = _timed_build(indexed_file, tok_dir, tmp / "sa1", "suffix_array",
                                                             tokenize_workers=1)
             shutil.rmtree(tmp / "sa1")
+            builds["sa_no_piece_cache"] = _timed_build(indexed_file, tok_dir, tmp / "sa0", "suffix_array",
+                                                       piece_cache=False)
+            shutil.rmtree(tmp / "sa0")
         sa, ig = load_index(tmp / "sa"), load_index(tmp / "ig")
         res.update(index_tokens=sa.n_tokens, index_docs=sa.n_docs, index_text_mb=round(sa.meta["text_bytes"] / 1e6, 2))
         res["sa_build_mb_per_s"] = builds["sa"]["mb_per_s_index"]

@@ -42,10 +42,10 @@ def big_corpus():
     return docs + [type(d)(id=d.id + "/dup", text=d.text, source=d.source, licence=d.licence) for d in docs[:20]]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_streamed_build_equals_former_build(big_corpus, tokenizer, tmp_path, monkeypatch, workers):
+@pytest.mark.parametrize("workers,piece_cache", [(1, True), (2, True), (2, False)])
+def test_streamed_build_equals_former_build(big_corpus, tokenizer, tmp_path, monkeypatch, workers, piece_cache):
     monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)  # dozens of chunks, so the pool is used
-    index = build_index(iter(big_corpus), tokenizer, tmp_path / "sa", tokenize_workers=workers)
+    index = build_index(iter(big_corpus), tokenizer, tmp_path / "sa", tokenize_workers=workers, piece_cache=piece_cache)
     want = _former_build(big_corpus, tokenizer)
     for name, arr in want.items():
         got = np.load(index.path / name)

@@ -53,12 +53,14 @@ __all__ = ["BACKENDS", "FORMAT_VERSION", "ExternalInfiniGramIndex", "InfiniGramI
 
 def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_array",
                 tokenizer_name: str | None = None, shards: int = 1, shard_tokens: int | None = None,
-                mem_gb: int = 2, overwrite: bool = False, tokenize_workers: int | None = None) -> TokenIndex:
+                mem_gb: int = 2, overwrite: bool = False, tokenize_workers: int | None = None,
+                piece_cache: bool = True) -> TokenIndex:
     """Tokenize ``docs`` (an iterable of Documents or (id, text) pairs, read once) and build an index in
     ``out_dir``.
 
     Documents are streamed: tokenized in chunks by ``tokenize_workers`` processes (all cores when None; the
-    index is the same for any number) and written to disk as they come (:mod:`.corpus_stream`). infini-gram
+    index is the same for any number; byte-level BPE through the pre-token cache unless ``piece_cache`` is False,
+    the same ids) and written to disk as they come (:mod:`.corpus_stream`). infini-gram
     indexes are split into shards of about ``shard_tokens`` tokens when it is given, else into ``shards``
     shards of equal document counts. Built in ``<out_dir>.tmp`` and
     renamed at the end; ``meta.json`` is the last file written. Returns the loaded index. Refuses empty
@@ -74,7 +76,7 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
     tmp.mkdir(parents=True)
     try:
         t0 = time.perf_counter()
-        corpus = tokenize_corpus(docs, tokenizer, tmp, vocab, workers=tokenize_workers)
+        corpus = tokenize_corpus(docs, tokenizer, tmp, vocab, workers=tokenize_workers, piece_cache=piece_cache)
         t_tok = time.perf_counter() - t0
         meta = {
             "format_version": FORMAT_VERSION, "backend": backend,

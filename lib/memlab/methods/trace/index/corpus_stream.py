@@ -4,9 +4,9 @@ Documents are read one at a time, checked (:func:`~.base.checked_doc`), grouped 
 ``CHUNK_BYTES`` of text and tokenized by worker processes, one single-threaded fast tokenizer each (all
 cores, whatever ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` say in the caller — the bench and the
 studies hold the tokenizer to one thread). Byte-level BPE tokenizers go through the pre-token cache of
-:mod:`.piece_cache` (the same ids, each distinct word encoded once). Chunks are written back in input order, so the files are the
-same for any number of workers. Only ids and per-document lengths stay in memory; texts and token ids go
-straight to disk:
+:mod:`.piece_cache` (the same ids, each distinct word encoded once). Chunks are written back in input order,
+so the files are the same for any number of workers. Only ids and per-document lengths stay in memory; texts
+and token ids go straight to disk:
 
 * ``tokens.raw`` — every document as ``SEP + token ids`` in the index's token dtype (the backends read it,
   then ``build_index`` deletes it), ``texts.bin`` / ``text_offsets.npy`` / ``ids.json`` / ``unigram.npy``
@@ -93,10 +93,11 @@ class _ChunkEncoder:
     """Encodes chunks with a standalone fast tokenizer: through :class:`PieceCachedEncoder` when the tokenizer
     has its shape (the same ids, faster), else with the tokenizer's batch call."""
 
-    def __init__(self, tokenizer_json: str, dtype_str: str, vocab: int):
+    def __init__(self, tokenizer_json: str, dtype_str: str, vocab: int, piece_cache: bool):
         self.tok = _fast_tokenizer(tokenizer_json)
         self.dtype, self.vocab = np.dtype(dtype_str), vocab
-        self.cached = PieceCachedEncoder(self.tok, tokenizer_json) if piece_cache_applicable(tokenizer_json) else None
+        self.cached = (PieceCachedEncoder(self.tok, tokenizer_json)
+                       if piece_cache and piece_cache_applicable(tokenizer_json) else None)
 
     def __call__(self, texts: list[str]):
         if self.cached is not None:
@@ -189,7 +190,7 @@ def _chunks(docs):
         yield chunk
 
 
-def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int):
+def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int, piece_cache: bool):
     """(chunk, encoded chunk) in input order; worker processes only when there is more than one chunk."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:  # a slow (Python) tokenizer: no Rust copy to hand to workers
@@ -200,18 +201,19 @@ def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int):
     head = list(itertools.islice(chunks, 2))
     chunks = itertools.chain(head, chunks)
     if len(head) < 2 or workers <= 1:
-        encode = _ChunkEncoder(tok_json, dtype.str, vocab)
+        encode = _ChunkEncoder(tok_json, dtype.str, vocab, piece_cache)
         for chunk in chunks:
             yield chunk, encode([t for _, t in chunk])
         return
-    with _WorkerPool(workers, (tok_json, dtype.str, vocab)) as pool:
+    with _WorkerPool(workers, (tok_json, dtype.str, vocab, piece_cache)) as pool:
         yield from pool.map_in_order(chunks)
 
 
-def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | None = None) -> TokenizedCorpus:
+def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | None = None,
+                    piece_cache: bool = True) -> TokenizedCorpus:
     """Tokenize ``docs`` into ``out`` (the shared files plus ``tokens.raw``) with ``workers`` processes
-    (all available cores when None). Refuses empty corpora, empty or token-less documents, invalid UTF-8
-    and repeated ids with one line."""
+    (all available cores when None), through the pre-token cache unless ``piece_cache`` is False (the same
+    ids). Refuses empty corpora, empty or token-less documents, invalid UTF-8 and repeated ids with one line."""
     dtype = token_dtype_for(vocab)
     workers = available_cores() if workers is None else workers
     ids: list[str] = []
@@ -219,7 +221,7 @@ def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | No
     lengths, text_offsets = [], [0]
     unigram = np.zeros(vocab, dtype=np.int64)
     with open(out / TOKENS_FILE, "wb") as ftok, open(out / "texts.bin", "wb") as ftxt:
-        for chunk, (lens, block, uni) in _encoded(_chunks(docs), tokenizer, dtype, vocab, workers):
+        for chunk, (lens, block, uni) in _encoded(_chunks(docs), tokenizer, dtype, vocab, workers, piece_cache):
             for (doc_id, text), n in zip(chunk, lens):
                 if doc_id in seen:
                     raise MemlabError("document ids are not unique; give every document a distinct id before indexing")
