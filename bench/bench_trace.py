@@ -171,19 +171,12 @@ def _tokenizers_side_by_side(texts: list[str], tok_dir: Path) -> dict:
     (in chunks of the build's size, the cache starting empty), ids checked equal."""
     from tokenizers import Tokenizer
 
-    from memlab.methods.trace.index.corpus_stream import CHUNK_BYTES
+    from memlab.methods.trace.index.corpus_stream import _chunks
     from memlab.methods.trace.index.piece_cache import PieceCachedEncoder
 
     js = Tokenizer.from_file(str(tok_dir / "tokenizer.json")).to_str()
     tok = Tokenizer.from_str(js)
-    chunks, chunk, size = [], [], 0
-    for t in texts:
-        chunk.append(t)
-        size += len(t)
-        if size >= CHUNK_BYTES:
-            chunks.append(chunk)
-            chunk, size = [], 0
-    chunks += [chunk] if chunk else []
+    chunks = [[t for _, t in c] for c in _chunks((str(i), t) for i, t in enumerate(texts))]  # as the build cuts them
     t0 = time.perf_counter()
     want = [[e.ids for e in tok.encode_batch_fast(c, add_special_tokens=False)] for c in chunks]
     t_fast = time.perf_counter() - t0

@@ -8,10 +8,11 @@ The plan: the stages ``dvc status`` reports changed plus everything downstream, 
 stage says in ``dvc.yaml`` how many cores it keeps busy (``meta.cores``, written by ``memlab.pipeline``); a
 stage starts as soon as its upstream stages are done and its cores fit beside the running ones (a stage wanting
 more cores than there are runs alone). Among ready stages, the one heading the longest chain of expected minutes
-(``meta.minutes``, measured; 1 when unknown) goes first, and none overtakes a better one that waits for cores. ``meta.after`` orders a stage after others
-that run in the same plan (it reuses their cached model responses) without making them DVC dependencies. Each runs as ``dvc --wait-for-lock repro
---single-item <stage>``: DVC releases its repo lock while a stage's command runs and records every stage in
-``dvc.lock`` as usual. With more than one job, each stage's output goes to ``.cache/reproduce/<stage>.log``.
+(``meta.minutes``, measured; 1 when unknown) goes first, and none overtakes a better one that waits for cores.
+``meta.after`` orders a stage after others that run in the same plan (it reuses their cached model responses)
+without making them DVC dependencies. Each runs as ``dvc --wait-for-lock repro --single-item <stage>``: DVC
+releases its repo lock while a stage's command runs and records every stage in ``dvc.lock`` as usual. With more
+than one job, each stage's output goes to ``.cache/reproduce/<stage>.log``.
 Every stage runs with ``OMP_NUM_THREADS=1`` (torch threads are set from config by the code itself): two stages
 on two cores must not each spawn a thread per core. A final plain ``dvc repro`` settles anything the plan
 missed (a no-op normally). A failed stage stops new stages from starting, lets the running ones finish (their

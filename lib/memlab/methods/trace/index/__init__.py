@@ -10,8 +10,9 @@ Two backends behind one interface (:class:`TokenIndex`):
   queried memory-mapped: for corpora larger than RAM, or an existing infini-gram index directory.
 
 Builds stream the documents (:mod:`.corpus_stream`): tokenized in chunks by worker processes on all cores
-(byte-level BPE through the pre-token cache of :mod:`.piece_cache`) and written to disk as they come, so only ids and lengths are held; the suffix array is then built in memory
-from the token file, infini-gram shard by shard in bounded memory (``shard_tokens``).
+(byte-level BPE through the pre-token cache of :mod:`.piece_cache`) and written to disk as they come, so only
+ids and lengths are held; the suffix array is then built in memory from the token file, infini-gram shard by
+shard in bounded memory (``shard_tokens``).
 
 Corpus layout (both backends): every document is written as ``SEP + tokens``, where ``SEP`` is the
 all-ones value of the token dtype (0xFFFF for u16, 0xFFFFFFFF for u32, the infini-gram convention), and a

@@ -7,9 +7,10 @@ pre-tokens. Corpora repeat their pre-tokens (words with their leading space) end
 lays out the ids of a batch of documents with one vectorized gather.
 
 The split reproduces the tokenizer's own regex (``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+|
-?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``) with an ASCII ``re`` pattern (:class:`Splitter`). A document is handed to the tokenizer whole
-when the shortcut could differ: when it contains the text of an added (special) token, which the tokenizer
-matches before splitting, or when the tokenizer normalizes (NFC) and the document is not already NFC.
+?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``) with an ASCII ``re`` pattern (:class:`Splitter`). A document
+is handed to the tokenizer whole when the shortcut could differ: when it contains the text of an added
+(special) token, which the tokenizer matches before splitting, or when the tokenizer normalizes (NFC) and the
+document is not already NFC.
 Tokenizers of any other shape (another pre-tokenizer, a prefix space, BPE dropout, another normalizer) are
 not handled here: :func:`piece_cache_applicable` says so and callers encode with the tokenizer.
 """
@@ -31,7 +32,8 @@ _ASCII_SPLIT = re.compile(
 # names (' s t r e v m l d, space): it splits like the ASCII stand-in of its class.
 _STAND_IN = {"letter": "x", "digit": "0", "space": "\t", "other": "#"}
 _SEP_KEY = ""  # the separator's cache entry: a split never yields an empty piece
-# distinct pre-tokens kept: ≈ 80 MB per process (≈ 155 MB per million, measured); later new ones are encoded each time
+# distinct pre-tokens kept: ≈ 80 MB per process (≈ 155 MB per million, measured); later new ones are
+# encoded each time
 MAX_PIECES = 1 << 19
 
 
@@ -56,7 +58,7 @@ class Splitter:
         self.table: dict[int, str | None] = {}
 
     def _class_of(self, ch: str) -> str | None:
-        for name, stand_in in _STAND_IN.items():
+        for stand_in in _STAND_IN.values():
             if len(self.pre.pre_tokenize_str(stand_in + ch)) == 1:  # it continues the stand-in's run
                 return stand_in
         return None
