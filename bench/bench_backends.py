@@ -6,6 +6,10 @@ batched/single, and whether the greedy outputs (token ids) are identical. Model:
 ``models/smollm2-135m-instruct/`` (built by the zoo stage); if absent, the first tiny GPT-NeoX found under
 ``models/tiny-neox/`` or the test micro model under ``.cache/test-models/`` — ``model`` in the result says
 which. One torch thread (what the machine has to spare).
+
+``batch_sizes`` (the pretrained models under ``models/``, each if built): 32 PEARL-sized prompts (120 words of an
+installed licence text each) × 16 new tokens, generated in rows of 8 and then of 32, side by side — seconds per
+prompt for each, their ratio, and whether the greedy outputs agree. This is what sets Gemma's ``batch_size``.
 """
 
 from __future__ import annotations
@@ -39,6 +43,44 @@ def _pick_model() -> tuple[str, dict]:
     if micro:
         return f"micro-neox (test model {micro[0].parent.parent.name})", {"path": str(micro[0].parent)}
     raise FileNotFoundError("no model for the backend benchmark: run `make models` (or `make test` once)")
+
+
+def _licence_prompts(n: int, words: int) -> list[str]:
+    text = " ".join(p.read_text(errors="replace") for p in sorted(Path("/usr/share/common-licenses").glob("*"))
+                    if p.is_file())
+    ws = text.split()
+    return [" ".join(ws[i * words:(i + 1) * words]) for i in range(n)]
+
+
+def _batch_sizes(quick: bool) -> dict:
+    from memlab.backends.base import GenerationRequest
+    from memlab.backends.factory import build_backend
+
+    n, rows = (16, (8, 16)) if quick else (32, (8, 32))
+    prompts = _licence_prompts(n, 120)
+    out: dict = {}
+    for name in ("smollm2-135m-instruct", "gemma-3-270m"):
+        folder = REPO / "models" / name
+        if not (folder / "config.json").exists():
+            out[name] = "not built (make models)"
+            continue
+        res: dict = {"n_prompts": n, "max_new_tokens": 16}
+        texts = {}
+        for b in rows:
+            backend = build_backend({"name": name, "backend": "hf", "path": str(folder), "revision": "auto",
+                                     "device": "cpu", "dtype": "float32", "threads": 1, "batch_size": b,
+                                     "chat_template": "none"})
+            backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
+            t0 = time.perf_counter()
+            gens = backend.generate([GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts])
+            res[f"rows{b}_s_per_prompt"] = round((time.perf_counter() - t0) / n, 3)
+            texts[b] = [g.samples[0].token_ids for g in gens]
+            del backend
+        lo, hi = rows
+        res[f"rows{hi}_over_rows{lo}_speed"] = round(res[f"rows{lo}_s_per_prompt"] / res[f"rows{hi}_s_per_prompt"], 2)
+        res["greedy_outputs_identical_count"] = sum(a == b for a, b in zip(texts[lo], texts[hi]))
+        out[name] = res
+    return out
 
 
 def run(quick: bool = False, model_path: str | None = None) -> dict:
@@ -85,6 +127,7 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
         "batched_over_single_throughput": round((batched_tok / batched_s) / (single_tok / single_s), 2),
         "greedy_outputs_identical": all(same),
         "greedy_outputs_identical_count": sum(same),
+        "batch_sizes": {} if model_path else _batch_sizes(quick),
     }
 
 

@@ -137,6 +137,26 @@ def test_score_shapes_and_batching(micro_family, micro_backend):
     assert mean(mem) > mean(non)
 
 
+def test_score_batch_size_bounds_scoring_passes(micro_family, micro_backend):
+    """score_batch_size (rows per teacher-forced pass) is apart from batch_size (rows per generation pass)."""
+    narrow = build_backend({**micro_family.model_cfg, "batch_size": 4, "score_batch_size": 2})
+    assert (narrow.batch_size, narrow.score_batch_size) == (4, 2)
+    assert micro_backend.score_batch_size == micro_backend.batch_size == 4  # unset: the generation batch size
+    passes: list[int] = []
+    hook = narrow.model.register_forward_hook(lambda mod, args, kwargs_out: passes.append(1))
+    try:
+        texts = [d.text[:200] for d in (micro_family.members + micro_family.nonmembers)[:5]]
+        scored = narrow.score(texts)
+    finally:
+        hook.remove()
+    assert len(texts) == 5 and len(passes) == 3  # 5 texts in rows of 2
+    for s, ref in zip(scored, micro_backend.score(texts)):
+        assert s.token_ids == ref.token_ids
+        assert torch.allclose(torch.tensor(s.logprobs[1:]), torch.tensor(ref.logprobs[1:]), atol=1e-4)
+    with pytest.raises(ConfigError, match="score_batch_size"):
+        build_backend({**micro_family.model_cfg, "score_batch_size": 0})
+
+
 def test_score_agrees_with_generation_logprobs(micro_family, micro_backend):
     """log p of each generated token, from HF generate's own logits, equals score() of prompt + completion."""
     p = prompts(micro_family)[2]

@@ -124,7 +124,7 @@ class HFBackend(PerSampleBackend):
 
     def __init__(self, path: str, *, gguf_file: str | None = None, revision: str | None = "auto",
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None, batch_size: int = 8,
-                 chat_template: str = "auto", name: str | None = None, trust_remote_code: bool = False):
+                 score_batch_size: int | None = None, chat_template: str = "auto", name: str | None = None, trust_remote_code: bool = False):
         super().__init__()
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -132,7 +132,12 @@ class HFBackend(PerSampleBackend):
             torch.set_num_threads(int(threads))
         if int(batch_size) < 1:
             raise ConfigError(f"model.batch_size must be >= 1, got {batch_size}")
-        self.batch_size = int(batch_size)
+        self.batch_size = int(batch_size)  # rows per generation pass
+        # rows per teacher-forced scoring pass: it holds all-position logits, rows × tokens × vocab floats
+        # (Gemma's 262k vocabulary: 8 rows × 512 tokens ≈ 4.3 GB), so it has its own bound
+        self.score_batch_size = int(batch_size if score_batch_size is None else score_batch_size)
+        if self.score_batch_size < 1:
+            raise ConfigError(f"model.score_batch_size must be >= 1, got {score_batch_size}")
         if dtype not in _DTYPES and dtype != "auto":
             raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)} or auto, got {dtype!r}")
         torch_dtype: Any = "auto" if dtype == "auto" else _DTYPES[dtype]
@@ -211,7 +216,8 @@ class HFBackend(PerSampleBackend):
             raise ConfigError("model.path is required for backend: hf (a local folder, a .gguf file or a hub id)")
         return cls(cfg["path"], gguf_file=cfg.get("gguf_file"), revision=cfg.get("revision", "auto"),
                    device=cfg.get("device", "cpu"), dtype=cfg.get("dtype", "float32"), threads=cfg.get("threads"),
-                   batch_size=cfg.get("batch_size", 8), chat_template=cfg.get("chat_template", "auto"),
+                   batch_size=cfg.get("batch_size", 8), score_batch_size=cfg.get("score_batch_size"),
+                   chat_template=cfg.get("chat_template", "auto"),
                    name=cfg.get("name"), trust_remote_code=bool(cfg.get("trust_remote_code", False)))
 
     # ---- prompts -------------------------------------------------------------------------------------------
@@ -331,8 +337,8 @@ class HFBackend(PerSampleBackend):
         out: list[TokenScores | None] = [None] * len(ids)
         bar = tqdm(total=len(ids), desc=f"score {self.model_id}", unit="text", disable=not progress)
         try:
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start:start + self.batch_size]
+            for start in range(0, len(order), self.score_batch_size):
+                batch = order[start:start + self.score_batch_size]
                 width = max(len(ids[k]) for k in batch)
                 if width == 0:
                     for k in batch:
