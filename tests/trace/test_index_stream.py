@@ -114,6 +114,27 @@ def test_infini_gram_indexer_cpus_keep_parts_large():
     assert infini_gram.indexer_cpus(10**12) == infini_gram.available_cores()
 
 
+def test_token_shards_are_equal_not_full_plus_remainder():
+    from memlab.methods.trace.index import infini_gram
+
+    lengths = np.full(1000, 99)  # 100 tokens a document with its separator: 100,000 in all
+    plan = infini_gram._token_shards(lengths, 28_000)  # 4 shards of 25,000, not 3 × 28,000 + 16,000
+    assert plan == [250, 250, 250, 250]
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 400, size=5000)
+    for shard_tokens in (1, 10_000, 123_456, 10**9):
+        plan = infini_gram._token_shards(lengths, shard_tokens)
+        assert sum(plan) == len(lengths) and min(plan) >= 1
+        sizes = [int(x.sum()) for x in np.split(lengths + 1, np.cumsum(plan)[:-1])]
+        total = int((lengths + 1).sum())
+        planned = -(-total // shard_tokens)
+        if total / planned < 400:  # shares smaller than a document: fewer, document-sized shards
+            assert len(plan) <= planned and max(sizes) <= 2 * 400
+            continue
+        assert len(plan) == planned
+        assert max(sizes) <= total / len(plan) + 400 and min(sizes) >= total / len(plan) - 400  # equal shares
+
+
 def test_failed_stream_leaves_nothing_behind(big_corpus, tokenizer, tmp_path):
     from memlab.data.records import Document
     from memlab.errors import MemlabError

@@ -132,14 +132,15 @@ def _equal_doc_shards(n_docs: int, shards: int) -> list[int]:
 
 
 def _token_shards(doc_lengths: np.ndarray, shard_tokens: int) -> list[int]:
-    """Documents per shard: whole documents, a new shard once the current one holds ``shard_tokens``."""
-    plan, n, size = [], 0, 0
-    for length in doc_lengths.tolist():
-        n, size = n + 1, size + length + 1
-        if size >= shard_tokens:
-            plan.append(n)
-            n, size = 0, 0
-    return plan + [n] if n else plan
+    """Documents per shard: as few shards as hold ``shard_tokens`` tokens each, cut at equal token counts (whole
+    documents: a shard ends with the document that crosses its cut). Equal shards, not full ones and a remainder:
+    a tiny last shard would leave infini-gram's indexer one CPU for every shard (:func:`indexer_cpus`)."""
+    ends = np.cumsum(doc_lengths.astype(np.int64) + 1)  # each document with its separator
+    n_shards = min(len(ends), max(1, -(-int(ends[-1]) // max(1, int(shard_tokens)))))
+    cuts = [ends[-1] * (i + 1) / n_shards for i in range(n_shards - 1)]
+    bounds = np.unique(np.searchsorted(ends, cuts, side="left") + 1).tolist()
+    bounds = [b for b in bounds if 0 < b < len(ends)] + [len(ends)]
+    return np.diff([0] + bounds).tolist()
 
 
 def _copy(src, dst, nbytes: int, block: int = 1 << 24) -> None:
