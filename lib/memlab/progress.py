@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 ENV = "MEMLAB_PROGRESS"
@@ -113,9 +114,7 @@ class _CellLog(logging.Handler):
         if msg.startswith("Executing Cell"):
             digits = "".join(ch for ch in msg if ch.isdigit())
             if digits:
-                self.relay.cell = int(digits)
-                self.relay.rec = None
-                self.relay.kick()
+                self.relay.start_cell(int(digits))
 
 
 class Relay:
@@ -137,6 +136,7 @@ class Relay:
         self._pos = 0
         self._printed = 0.0
         self._last_key: tuple | None = None
+        self._started: deque[int] = deque()  # cells started since the last wake-up, in order
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -168,6 +168,11 @@ class Relay:
     def kick(self) -> None:
         self._wake.set()
 
+    def start_cell(self, cell: int) -> None:
+        self.cell, self.rec = cell, None
+        self._started.append(cell)
+        self.kick()
+
     def _read(self) -> None:
         try:
             with self.path.open(encoding="utf-8") as f:
@@ -193,6 +198,10 @@ class Relay:
             if self._stop.is_set():
                 break
             now = time.time()
+            started = [self._started.popleft() for _ in range(len(self._started))]
+            if not self.tty:  # a log keeps every cell that started, also those over before this wake-up
+                for cell in started[:-1]:
+                    self.stream.write(format_line(self.name, cell, self.cells, None, now - self.t0) + "\n")
             if self.cell is None and self.rec is None:
                 continue
             line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0)

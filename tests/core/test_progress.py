@@ -34,6 +34,19 @@ def test_relay_prints_what_the_library_reports_without_a_tty(monkeypatch):
     assert not relay.path.exists()
 
 
+def test_relay_log_keeps_cells_over_before_it_woke():
+    """Cells that start and end between two wake-ups of the relay still get their line in a log (the runner
+    test once missed cell 1, which finished in milliseconds)."""
+    out = io.StringIO()
+    relay = Relay("toy", cells=3, stream=out, every=60)
+    for cell in (1, 2, 3):  # all three before the relay's thread first looks
+        relay.start_cell(cell)
+    with relay:
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert [line.split(" · ")[1] for line in lines] == ["cell 1/3", "cell 2/3", "cell 3/3"], lines
+
+
 def test_progress_is_silent_without_a_runner(monkeypatch, tmp_path):
     monkeypatch.delenv(ENV, raising=False)
     with Progress("x", total=2) as p:
