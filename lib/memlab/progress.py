@@ -191,27 +191,30 @@ class Relay:
                 self.cell = rec["cell"]
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
+        while True:
             self._wake.wait(self.every)
             self._wake.clear()
             self._read()
-            if self._stop.is_set():
+            stopping = self._stop.is_set()
+            self._show(time.time())  # also when stopping: what arrived last (a task's n/n) is not lost
+            if stopping:
                 break
-            now = time.time()
-            started = [self._started.popleft() for _ in range(len(self._started))]
-            if not self.tty:  # a log keeps every cell that started, also those over before this wake-up
-                for cell in started[:-1]:
-                    self.stream.write(format_line(self.name, cell, self.cells, None, now - self.t0) + "\n")
-            if self.cell is None and self.rec is None:
-                continue
-            line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0)
-            key = (self.cell, json.dumps(self.rec, sort_keys=True) if self.rec else None)
-            if not self.tty and key == self._last_key and now - self._printed < 30:
-                continue  # a log, not a screen: repeat an unchanged line only every 30 s
-            self._last_key = key
-            if self.tty:
-                self.stream.write("\r" + line[:160].ljust(160))
-            else:
-                self.stream.write(line + "\n")
-            self.stream.flush()
-            self._printed = now
+
+    def _show(self, now: float) -> None:
+        started = [self._started.popleft() for _ in range(len(self._started))]
+        if not self.tty:  # a log keeps every cell that started, also those over before this wake-up
+            for cell in started[:-1]:
+                self.stream.write(format_line(self.name, cell, self.cells, None, now - self.t0) + "\n")
+        if self.cell is None and self.rec is None:
+            return
+        line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0)
+        key = (self.cell, json.dumps(self.rec, sort_keys=True) if self.rec else None)
+        if not self.tty and key == self._last_key and now - self._printed < 30:
+            return  # a log, not a screen: repeat an unchanged line only every 30 s
+        self._last_key = key
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(160))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self._printed = now

@@ -47,6 +47,16 @@ def test_relay_log_keeps_cells_over_before_it_woke():
     assert [line.split(" · ")[1] for line in lines] == ["cell 1/3", "cell 2/3", "cell 3/3"], lines
 
 
+def test_relay_prints_the_last_record_when_the_run_ends():
+    """A task that ends just before the run does still shows its n/n (the relay reads and prints once more when
+    stopped)."""
+    out = io.StringIO()
+    with Relay("toy", cells=2, stream=out, every=60):
+        with Progress("score toy", total=12) as p:
+            p.advance(12, requests=12)
+    assert "score toy 12/12" in out.getvalue().splitlines()[-1], out.getvalue()
+
+
 def test_progress_is_silent_without_a_runner(monkeypatch, tmp_path):
     monkeypatch.delenv(ENV, raising=False)
     with Progress("x", total=2) as p:
