@@ -96,6 +96,18 @@ class _Echo(Backend):
         return [Generation([Sample(r.prompt[::-1] + str(i)) for i in range(r.n)], 1, r.n) for r in requests]
 
 
+def test_score_progress_sends_its_last_count(micro_family, micro_backend, tmp_path, monkeypatch):
+    """The runner's console gets "score … n/n" even when scoring ends within the progress throttle."""
+    from memlab.progress import ENV
+
+    log = tmp_path / "progress.jsonl"
+    monkeypatch.setenv(ENV, str(log))
+    texts = [d.text[:120] for d in micro_family.members[:3]]
+    CachedBackend(micro_backend, tmp_path / "p.sqlite").score(texts)
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["label"].startswith("score ") and (last["done"], last["total"], last["requests"]) == (3, 3, 3)
+
+
 def test_wraps_any_backend(tmp_path):
     echo = _Echo()
     cache = CachedBackend(echo, tmp_path / "e.sqlite")

@@ -154,21 +154,21 @@ class CachedBackend(Backend):
         self.hits += len(texts) - len(todo)
         self.misses += len(todo)
         scored: dict[str, TokenScores] = {}
-        bar = Progress(f"score {self.model_id}", total=len(texts))
-        bar.advance(len(texts) - len(todo), hits=len(texts) - len(todo))
-        if todo:
-            def on_done(pos: int, res: TokenScores) -> None:
-                self._put(self.score_key(todo[pos]), "score", _encode_scores(res))
-                bar.advance(1, requests=1)
+        with Progress(f"score {self.model_id}", total=len(texts)) as bar:  # `with`: the last count is always sent
+            bar.advance(len(texts) - len(todo), hits=len(texts) - len(todo))
+            if todo:
+                def on_done(pos: int, res: TokenScores) -> None:
+                    self._put(self.score_key(todo[pos]), "score", _encode_scores(res))
+                    bar.advance(1, requests=1)
 
-            if _accepts_on_done(getattr(self.inner, "score", None)):
-                scored.update(zip(todo, self.inner.score(todo, progress=progress, on_done=on_done)))
-            else:
-                for start in range(0, len(todo), _FALLBACK_CHUNK):
-                    chunk = todo[start:start + _FALLBACK_CHUNK]
-                    for text, res in zip(chunk, self.inner.score(chunk, progress=progress)):
-                        scored[text] = res
-                        self._put(self.score_key(text), "score", _encode_scores(res))
+                if _accepts_on_done(getattr(self.inner, "score", None)):
+                    scored.update(zip(todo, self.inner.score(todo, progress=progress, on_done=on_done)))
+                else:
+                    for start in range(0, len(todo), _FALLBACK_CHUNK):
+                        chunk = todo[start:start + _FALLBACK_CHUNK]
+                        for text, res in zip(chunk, self.inner.score(chunk, progress=progress)):
+                            scored[text] = res
+                            self._put(self.score_key(text), "score", _encode_scores(res))
         return [scored[t] if t in scored else _decode_scores(found[k]) for t, k in zip(texts, keys)]
 
     def render_chat(self, messages: Sequence[Message]) -> str:

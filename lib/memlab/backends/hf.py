@@ -124,7 +124,8 @@ class HFBackend(PerSampleBackend):
 
     def __init__(self, path: str, *, gguf_file: str | None = None, revision: str | None = "auto",
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None, batch_size: int = 8,
-                 score_batch_size: int | None = None, chat_template: str = "auto", name: str | None = None, trust_remote_code: bool = False):
+                 score_batch_size: int | None = None, chat_template: str = "auto", name: str | None = None,
+                 trust_remote_code: bool = False):
         super().__init__()
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
