@@ -9,7 +9,14 @@ which. One torch thread (what the machine has to spare).
 
 ``batch_sizes`` (the pretrained models under ``models/``, each if built): 32 PEARL-sized prompts (120 words of an
 installed licence text each) × 16 new tokens, generated in rows of 8 and then of 32, side by side — seconds per
-prompt for each, their ratio, and whether the greedy outputs agree. This is what sets Gemma's ``batch_size``.
+prompt for each, their ratio, and whether the greedy outputs agree (each model at its configured ``dtype``). This
+is what sets Gemma's ``batch_size``.
+
+``dtypes`` (the same models, each if built): the weights in float32 and in bfloat16, side by side — the same 32
+prompts × 16 new tokens at the model's configured rows, and 16 of them scored; seconds per prompt and per text,
+speed ratios, greedy outputs identical (count), mean |Δ log-prob| per token and the largest |Δ| of a text's mean
+log-prob (bf16 vs fp32), and whether a second bf16 pass gives identical token ids and log-probs (determinism).
+This is what sets the pretrained models' ``dtype`` (bf16 matrix units: AMX on this CPU).
 """
 
 from __future__ import annotations
@@ -64,12 +71,10 @@ def _batch_sizes(quick: bool) -> dict:
         if not (folder / "config.json").exists():
             out[name] = "not built (make models)"
             continue
-        res: dict = {"n_prompts": n, "max_new_tokens": 16}
+        res: dict = {"n_prompts": n, "max_new_tokens": 16, "dtype": _model_cfg(name)["dtype"]}
         texts = {}
         for b in rows:
-            backend = build_backend({"name": name, "backend": "hf", "path": str(folder), "revision": "auto",
-                                     "device": "cpu", "dtype": "float32", "threads": 1, "batch_size": b,
-                                     "chat_template": "none"})
+            backend = build_backend({**_model_cfg(name), "threads": 1, "batch_size": b})
             backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
             t0 = time.perf_counter()
             gens = backend.generate([GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts])
@@ -79,6 +84,58 @@ def _batch_sizes(quick: bool) -> dict:
         lo, hi = rows
         res[f"rows{hi}_over_rows{lo}_speed"] = round(res[f"rows{lo}_s_per_prompt"] / res[f"rows{hi}_s_per_prompt"], 2)
         res["greedy_outputs_identical_count"] = sum(a == b for a, b in zip(texts[lo], texts[hi]))
+        out[name] = res
+    return out
+
+
+def _model_cfg(name: str) -> dict:
+    """The model's own config (``conf/model/<name>.yaml``), resolved against this checkout's ``models/``."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "conf" / "model" / f"{name}.yaml").read_text())
+    return {**cfg, "path": str(REPO / "models" / name), "revision": "auto", "chat_template": "none"}
+
+
+def _dtypes(quick: bool) -> dict:
+    import math
+
+    from memlab.backends.base import GenerationRequest
+    from memlab.backends.factory import build_backend
+
+    n = 8 if quick else 32
+    prompts = _licence_prompts(n, 120)
+    reqs = [GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts]
+    texts = prompts[: n // 2]
+    out: dict = {}
+    for name in ("smollm2-135m-instruct", "gemma-3-270m"):
+        if not (REPO / "models" / name / "config.json").exists():
+            out[name] = "not built (make models)"
+            continue
+        res: dict = {"n_prompts": n, "max_new_tokens": 16, "n_scored": len(texts)}
+        got = {}
+        for dtype in ("float32", "bfloat16", "bfloat16"):
+            backend = build_backend({**_model_cfg(name), "dtype": dtype, "threads": 1})
+            backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
+            t0 = time.perf_counter()
+            ids = [g.samples[0].token_ids for g in backend.generate(reqs)]
+            gen_s = (time.perf_counter() - t0) / n
+            t0 = time.perf_counter()
+            lps = [s.logprobs[1:] for s in backend.score(texts)]
+            score_s = (time.perf_counter() - t0) / len(texts)
+            if dtype in got:  # the second bf16 pass: determinism only
+                res["bfloat16_rerun_identical"] = (ids, lps) == got[dtype]
+            else:
+                got[dtype] = (ids, lps)
+                res[f"{dtype}_s_per_prompt"], res[f"{dtype}_score_s_per_text"] = round(gen_s, 3), round(score_s, 3)
+            del backend
+        res["bfloat16_generate_speed"] = round(res["float32_s_per_prompt"] / res["bfloat16_s_per_prompt"], 2)
+        res["bfloat16_score_speed"] = round(res["float32_score_s_per_text"] / res["bfloat16_score_s_per_text"], 2)
+        (ids32, lp32), (ids16, lp16) = got["float32"], got["bfloat16"]
+        res["greedy_outputs_identical_count"] = sum(a == b for a, b in zip(ids32, ids16))
+        diffs = [abs(a - b) for x, y in zip(lp32, lp16) for a, b in zip(x, y)]
+        res["mean_abs_logprob_diff_per_token"] = round(sum(diffs) / len(diffs), 4)
+        res["max_abs_mean_logprob_diff_per_text"] = round(max(abs(math.fsum(x) / len(x) - math.fsum(y) / len(y))
+                                                              for x, y in zip(lp32, lp16)), 4)
         out[name] = res
     return out
 
@@ -128,6 +185,7 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
         "greedy_outputs_identical": all(same),
         "greedy_outputs_identical_count": sum(same),
         "batch_sizes": {} if model_path else _batch_sizes(quick),
+        "dtypes": {} if model_path else _dtypes(quick),
     }
 
 

@@ -43,6 +43,23 @@ def test_hits_keys_and_sample_reuse(micro_family, micro_backend, tmp_path):
     assert reopened.generate([sampled])[0].texts == first[1].texts and reopened.hits == 2
 
 
+
+def test_weight_dtype_is_part_of_the_key(micro_family, micro_backend, tmp_path):
+    """The same weights loaded in bf16 compute other answers: a cache filled in fp32 must not serve them."""
+    from memlab.backends.factory import build_backend
+
+    text = " ".join(micro_family.members[0].text.split()[:30])
+    req = Req(prompt=" ".join(text.split()[:10]), max_new_tokens=8)
+    fp32 = CachedBackend(micro_backend, tmp_path / "c.sqlite")
+    fp32.generate([req]), fp32.score([text])
+    bf16 = CachedBackend(build_backend({**micro_family.model_cfg, "dtype": "bfloat16"}), tmp_path / "c.sqlite")
+    assert (fp32.numerics, bf16.numerics) == ("float32", "bfloat16")
+    got = bf16.score([text])[0]
+    bf16.generate([req])
+    assert bf16.hits == 0 and bf16.misses == 2 and len(bf16) == 4
+    assert got.logprobs != fp32.score([text])[0].logprobs  # the answers do differ: a shared key would mix them
+
+
 class _CrashingScorer(Backend):
     """Delegates to a real backend; raises after `crash_after` texts were reported finished."""
 

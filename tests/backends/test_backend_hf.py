@@ -31,6 +31,29 @@ def test_batched_greedy_equals_one_at_a_time(micro_family, micro_backend):
     assert len(g.samples) == 3 and len(set(g.texts)) == 1
 
 
+
+def test_rows_with_different_budgets_share_a_batch(micro_family, micro_backend, monkeypatch):
+    """Requests whose max_new_tokens differ (RECAP's per-section budgets) run in one batch when within
+    BUDGET_SPREAD of each other: each row stops at its own budget, with the tokens it gets alone."""
+    from memlab.backends import hf
+
+    budgets = [5, 9, 7, 10, 0, 30]  # batches (by budget): [0], [5, 7, 9, 10], [30] (more than 2 × 5)
+    reqs = [Req(prompt=p, max_new_tokens=b, temperature=1.0 if i == 2 else 0.0, seed=3)
+            for i, (p, b) in enumerate(zip(prompts(micro_family), budgets))]
+    calls: list[int] = []
+    real = hf.HFBackend._run_batch
+    monkeypatch.setattr(hf.HFBackend, "_run_batch",
+                        lambda self, jobs, ids: calls.append(sorted(j.request.max_new_tokens for j in jobs))
+                        or real(self, jobs, ids))
+    together = micro_backend.generate(reqs)
+    assert calls == [[0], [5, 7, 9, 10], [30]]
+    alone = [micro_backend.generate([r])[0] for r in reqs]
+    for g, a, b in zip(together, alone, budgets):
+        assert g.samples[0].token_ids == a.samples[0].token_ids and g.text == a.text
+        assert len(g.samples[0].token_ids) == b or g.samples[0].finish_reason == "eos"
+        assert g.samples[0].finish_reason == a.samples[0].finish_reason
+        assert g.completion_tokens == a.completion_tokens
+
 def test_prompt_token_ids_equal_text_prompt(micro_family, micro_backend):
     p = prompts(micro_family)[2]
     ids = tuple(micro_backend.tokenizer(p)["input_ids"])

@@ -136,11 +136,13 @@ class Backend(abc.ABC):
     """Abstract batched model interface.
 
     ``model_id`` names the model; ``revision`` pins the weights (a hash of the weight files for local
-    models, the provider's model string for APIs). Both go into cache keys.
+    models, the provider's model string for APIs). Both go into cache keys, and so does ``numerics`` when a
+    backend sets it: how it computes where that changes outputs (the HF weight dtype: bf16 and fp32 answers differ).
     """
 
     model_id: str
     revision: str
+    numerics: str | None = None
     has_chat_template: bool = False
 
     def __init__(self) -> None:

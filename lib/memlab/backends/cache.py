@@ -1,10 +1,11 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
-Key = sha256 of the JSON of (model id, weights revision, method, every request field incl. ``seed``, sample
-index) — for ``score``: (model id, revision, "score", text, plus the backend's ``score_variant`` when it
-has one, e.g. approximate Min-K%++ statistics). ``n`` is left out of the generation key on purpose: sample
-``i`` does not depend on ``n`` (see base.py), so asking for 10 samples after 5 reuses the first 5. Greedy
-requests store only sample 0 (all greedy samples are equal).
+Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight
+dtype), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
+numerics, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate Min-K%++
+statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
+base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
+samples are equal).
 
 Every sample is written and committed the moment the wrapped backend reports it finished (an HF batch, one
 API call), so a run killed with SIGKILL and rerun recomputes only what had not finished.
@@ -41,7 +42,7 @@ class CachedBackend(Backend):
     def __init__(self, inner: Backend, path: str | Path):
         super().__init__()
         self.inner = inner
-        self.model_id, self.revision = inner.model_id, inner.revision
+        self.model_id, self.revision, self.numerics = inner.model_id, inner.revision, inner.numerics
         self.has_chat_template = inner.has_chat_template
         self.usage = inner.usage  # real calls only: cache hits cost nothing
         self.hits = self.misses = 0
@@ -75,15 +76,19 @@ class CachedBackend(Backend):
     def generation_key(self, request: GenerationRequest, index: int) -> str:
         fields = request.to_key_dict()
         fields.pop("n")
-        return _digest({"model": self.model_id, "revision": self.revision, "method": "generate",
+        return _digest({"model": self.model_id, "revision": self.revision, **self._numerics(), "method": "generate",
                         "request": fields, "sample": effective_index(request, index)})
 
     def score_key(self, text: str) -> str:
-        payload = {"model": self.model_id, "revision": self.revision, "method": "score", "text": text}
+        payload = {"model": self.model_id, "revision": self.revision, **self._numerics(), "method": "score",
+                   "text": text}
         variant = getattr(self.inner, "score_variant", None)
         if variant:  # e.g. Min-K%++ statistics approximated from top-k log-probs: never mixed with exact ones
             payload["variant"] = variant
         return _digest(payload)
+
+    def _numerics(self) -> dict[str, str]:
+        return {"numerics": self.numerics} if self.numerics else {}
 
     def _get_many(self, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}

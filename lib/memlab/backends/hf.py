@@ -30,6 +30,9 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 _CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                  "special_tokens_map.json", "chat_template.jinja", "chat_template.json")
 _REVISIONS: dict[tuple, str] = {}
+# a generation batch takes rows whose max_new_tokens are at most this multiple of its smallest: it runs until its
+# longest budget, so a row with a short one costs at most twice its own decoding steps
+BUDGET_SPREAD = 2
 _MODELS_HINT = "build the offline models with `make models` (= `dvc repro --glob 'model-*' 'zoo-*'`)"
 
 
@@ -99,6 +102,17 @@ class _RowSampler:
             scores[r] = float("-inf")
             scores[r, tok] = 0.0
         return scores
+
+
+class _RowBudgets:
+    """Stopping criterion: a row is done once it has generated its own ``max_new_tokens`` (rows of one batch
+    may have different budgets; the batch runs until its last row is done)."""
+
+    def __init__(self, prompt_len: int, budgets: Sequence[int]):
+        self.prompt_len, self.budgets = prompt_len, torch.tensor(list(budgets))
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        return (input_ids.shape[1] - self.prompt_len) >= self.budgets.to(input_ids.device)
 
 
 class _StopStrings:
@@ -190,6 +204,7 @@ class HFBackend(PerSampleBackend):
             commit = getattr(self.model.config, "_commit_hash", None)
             self.revision = commit[:12] if commit else self.revision
         self.model.to(self.device).eval()
+        self.numerics = str(self.model.dtype).removeprefix("torch.")  # bf16 and fp32 answers differ: keyed apart
 
         tok = self.tokenizer
         tok.padding_side = "left"
@@ -245,16 +260,16 @@ class HFBackend(PerSampleBackend):
         for job in jobs:
             if job.request not in ids_of:
                 ids_of[job.request] = self.prompt_ids(job.request)
-        # batches share max_new_tokens and stop strings; longest first keeps padding small. The order does
-        # not change any output (see module docstring).
-        order = sorted(range(len(jobs)), key=lambda k: (jobs[k].request.max_new_tokens, jobs[k].request.stop,
+        # batches share stop strings; each row stops at its own max_new_tokens, and a batch takes rows whose
+        # budgets are within BUDGET_SPREAD of its smallest (sorted by budget, then longest prompt first: little
+        # padding). The order does not change any output (see module docstring).
+        order = sorted(range(len(jobs)), key=lambda k: (jobs[k].request.stop, jobs[k].request.max_new_tokens,
                                                         -len(ids_of[jobs[k].request]), k))
         batches: list[list[int]] = []
         for k in order:
-            r = jobs[k].request
-            if batches and len(batches[-1]) < self.batch_size and \
-                    (jobs[batches[-1][0]].request.max_new_tokens, jobs[batches[-1][0]].request.stop) == \
-                    (r.max_new_tokens, r.stop):
+            r, first = jobs[k].request, (jobs[batches[-1][0]].request if batches else None)
+            if first is not None and len(batches[-1]) < self.batch_size and first.stop == r.stop and \
+                    r.max_new_tokens <= BUDGET_SPREAD * max(first.max_new_tokens, 1):
                 batches[-1].append(k)
             else:
                 batches.append([k])
@@ -280,7 +295,8 @@ class HFBackend(PerSampleBackend):
         req0 = jobs[0].request
         bos = self.tokenizer.bos_token_id
         prompts = [p if p else [bos if bos is not None else self.pad_token_id] for p in prompts]
-        if req0.max_new_tokens == 0:
+        budgets = [job.request.max_new_tokens for job in jobs]
+        if max(budgets) == 0:
             return [SampleResult(Sample("", [], "length"), len(p), 0) for p in prompts]
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -298,18 +314,20 @@ class HFBackend(PerSampleBackend):
                 g.manual_seed(sample_seed(rq.seed, job.index))
                 rows.append((float(rq.temperature), float(rq.top_p), g))
         stopper = _StopStrings(self.tokenizer, width, req0.stop) if req0.stop else None
-        config = GenerationConfig(max_new_tokens=req0.max_new_tokens, do_sample=False, num_beams=1,
+        criteria = [stopper] if stopper else []
+        if min(budgets) < max(budgets):
+            criteria.append(_RowBudgets(width, budgets))
+        config = GenerationConfig(max_new_tokens=max(budgets), do_sample=False, num_beams=1,
                                   pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_ids or None)
         seqs = self.model.generate(
             input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), generation_config=config,
-            logits_processor=LogitsProcessorList([_RowSampler(rows)]),
-            stopping_criteria=StoppingCriteriaList([stopper] if stopper else []),
+            logits_processor=LogitsProcessorList([_RowSampler(rows)]), stopping_criteria=StoppingCriteriaList(criteria),
         ).cpu()
         results = []
         eos = set(self.eos_token_ids)
         for r, p in enumerate(prompts):
             end = stopper.stopped_at.get(r, seqs.shape[1]) if stopper else seqs.shape[1]
-            new = seqs[r, width:end].tolist()
+            new = seqs[r, width:min(end, width + budgets[r])].tolist()
             finish = "length"
             cut = next((j for j, t in enumerate(new) if t in eos), None)
             if cut is not None:
