@@ -148,8 +148,14 @@ def test_feedback_one_round():
     assert judge("recap_feedback_one_round", result({"feedback_gains_events": gains(late)})).verdict == "not reproduced"
     none = [(0.0, 0.0)] * 10
     assert judge("recap_feedback_one_round", result({"feedback_gains_events": gains(none)})).verdict == "not reproduced"
-    f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains(one, rounds=1)}))
-    assert f.verdict == "not comparable"
+    f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains(one, rounds=1)}, max_rounds=1))
+    assert f.verdict == "not comparable" and "allowed one feedback round" in f.reason
+    # two rounds allowed, but round 1 gained nothing, so no event went on to round 2 (the loop goes on after a gain)
+    f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains(none, rounds=1)}, max_rounds=2))
+    assert f.verdict == "not reproduced" and "improved no event" in f.reason
+    # ... and when every event that gained in round 1 reached the stop score there: all progress is in round 1
+    f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains(one, rounds=1)}, max_rounds=2))
+    assert f.verdict == "reproduced" and f.our_value == 0.0
     few = [(0.3, 0.3)] * 2 + [(0.0, 0.0)] * 10
     f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains(few)}))
     assert f.verdict == "not comparable" and "only 2 of 12" in f.reason

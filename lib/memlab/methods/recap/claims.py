@@ -240,11 +240,13 @@ def gain_over_dsp(res, claim: Claim) -> Finding:
 def feedback_one_round(res, claim: Claim) -> Finding:
     """Fig. 6 (events whose first valid attempt scored below the stop score). Reproduced iff (a) fewer than 20 % of
     these events improve after round 1 (point estimate) and (b) round 1 brings at least 80 % of the total gain
-    ("nearly all the progress"). Not comparable when the run allowed a single feedback round (nothing can come
-    after round 1) or when fewer than ``MIN_IMPROVED`` events improved at all (too few to split progress between
-    rounds); not reproduced when no event improved at all. Our value: the share of events that improve after
-    round 1, with a 95 % event-level bootstrap interval. The paper's events come from books the models were
-    trained on, so the tiny model's non-member events (held-out KJV books) are left out, never pooled."""
+    ("nearly all the progress"). Not comparable when the run allowed a single feedback round (metric
+    ``max_rounds``: nothing can come after round 1) or when fewer than ``MIN_IMPROVED`` events improved at all (too
+    few to split progress between rounds); not reproduced when no event improved at all. Events that ended after
+    round 1 (no gain, or the stop score reached) count with their round-1 gain as their last. Our value: the share
+    of events that improve after round 1, with a 95 % event-level bootstrap interval. The paper's events come from
+    books the models were trained on, so the tiny model's non-member events (held-out KJV books) are left out, never
+    pooled."""
     g = res.tables.get("feedback_gains_events")
     if g is None or not len(g):
         return Finding(None, None, "no events below the stop score", "not comparable",
@@ -260,9 +262,11 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     targets = list(dict.fromkeys(wide.index.get_level_values("target")))
     left_out = (f" ({len(dropped)} non-member events of {', '.join(dict.fromkeys(dropped.target))} left out: "
                 f"members only)" if len(dropped) else "")
+    # the run's allowance, not the rounds seen: round 2 runs only after a round-1 gain that stays below the stop score
+    allowed = int(res.metrics.get("max_rounds") or max_round)
     setting = (f"targets: {', '.join(targets)}; n = {len(wide)} events below the stop score{left_out}; up to "
-               f"{max_round} feedback rounds; {res.metrics.get('agents', 'deterministic')} agents")
-    if max_round < 2:
+               f"{allowed} feedback rounds ({max_round} run); {res.metrics.get('agents', 'deterministic')} agents")
+    if allowed < 2:
         return Finding(None, None, setting, "not comparable",
                        "the run allowed one feedback round, so nothing can improve after round 1")
     g1, gf = wide[1].to_numpy(float), wide[max_round].to_numpy(float)

@@ -264,5 +264,5 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     res.table("book_scores", books, show=False)
     res.table("feedback_gains_events", gains, show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
-               agents="llm" if method.agents.llm else "deterministic")
+               agents="llm" if method.agents.llm else "deterministic", max_rounds=rs.max_rounds)
     return res
