@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -232,3 +236,19 @@ def test_factory_accepts_omegaconf_and_cache_null(micro_family, tmp_path):
     cached = build_backend(node.model, {"name": "sqlite", "path": str(tmp_path / "c.sqlite")})
     assert isinstance(cached, CachedBackend) and cached.tokenizer is cached.inner.tokenizer
     assert len(cached.revision) == 12
+
+
+def test_bf16_on_a_cpu_without_bf16_units_warns(micro_family):
+    """Without bf16 matrix units (here: torch and oneDNN limited to AVX2, a real slow path, ~10× or worse),
+    loading a model in bfloat16 says in one line that float32 is faster; float32 never warns."""
+    code = ("import json, sys; from memlab.backends.factory import build_backend; "
+            "build_backend(json.loads(sys.argv[1]))")
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    runs = {dtype: subprocess.run([sys.executable, "-c", code, json.dumps({**micro_family.model_cfg, "dtype": dtype})],
+                                  env=env, capture_output=True, text=True, timeout=300)
+            for dtype in ("bfloat16", "float32")}
+    assert all(r.returncode == 0 for r in runs.values()), {d: r.stderr[-500:] for d, r in runs.items()}
+    warned = [line for line in runs["bfloat16"].stderr.splitlines() if "memlab: warning: model.dtype=bfloat16" in line]
+    assert len(warned) == 1 and "set model.dtype=float32" in warned[0]
+    assert "memlab: warning" not in runs["float32"].stderr
+

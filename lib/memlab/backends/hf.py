@@ -10,9 +10,12 @@ real tiny model).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -70,6 +73,29 @@ def weights_revision(folder: Path, gguf_file: str | None = None) -> str:
                 h.update(chunk)
     _REVISIONS[stamp] = h.hexdigest()[:12]
     return _REVISIONS[stamp]
+
+
+@functools.cache
+def bf16_slowdown() -> float:
+    """How many times slower a bfloat16 matrix product is than a float32 one on this CPU, at the current torch
+    thread count (best of 5, a 128×512 by 512×512 product: ~1 ms). Below 1 on CPUs with bf16 matrix units (AMX,
+    AVX512-BF16, Arm BF16); several times above 1 without them (measured here with oneDNN limited to AVX2: ~9×)."""
+    def best(dtype: torch.dtype) -> float:
+        a, b = torch.ones(128, 512, dtype=dtype), torch.ones(512, 512, dtype=dtype)
+        times = []
+        for _ in range(6):
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+        return min(times[1:])  # the first call pays one-time kernel setup
+    return best(torch.bfloat16) / best(torch.float32)
+
+
+def _warn_if_bf16_is_slow(dtype: torch.dtype, device: torch.device) -> None:
+    if dtype == torch.bfloat16 and device.type == "cpu" and (ratio := bf16_slowdown()) > 1.5:
+        print(f"memlab: warning: model.dtype=bfloat16 runs {ratio:.0f}× slower than float32 on this CPU (no bf16 "
+              "matrix units); set model.dtype=float32 for speed (its answers differ slightly from bf16's)",
+              file=sys.stderr)
 
 
 class _RowSampler:
@@ -205,6 +231,7 @@ class HFBackend(PerSampleBackend):
             self.revision = commit[:12] if commit else self.revision
         self.model.to(self.device).eval()
         self.numerics = str(self.model.dtype).removeprefix("torch.")  # bf16 and fp32 answers differ: keyed apart
+        _warn_if_bf16_is_slow(self.model.dtype, self.device)
 
         tok = self.tokenizer
         tok.padding_side = "left"
