@@ -58,6 +58,20 @@ def test_rows_with_different_budgets_share_a_batch(micro_family, micro_backend, 
         assert g.samples[0].finish_reason == a.samples[0].finish_reason
         assert g.completion_tokens == a.completion_tokens
 
+
+def test_static_kv_cache_gives_the_dynamic_cache_tokens(micro_family, micro_backend):
+    """kv_cache: static (the zoo's setting) writes into one preallocated buffer per batch; greedy and seeded
+    samples come out as with the dynamic cache, on prompts of different lengths in one padded batch."""
+    static = build_backend({**micro_family.model_cfg, "batch_size": 4, "kv_cache": "static"})
+    dynamic = build_backend({**micro_family.model_cfg, "batch_size": 4, "kv_cache": "dynamic"})
+    reqs = [Req(prompt=p, max_new_tokens=20, temperature=0.0 if i % 2 else 1.0, seed=5)
+            for i, p in enumerate(prompts(micro_family))]
+    assert [g.samples[0].token_ids for g in static.generate(reqs)] == \
+        [g.samples[0].token_ids for g in dynamic.generate(reqs)]
+    assert (static.numerics, dynamic.numerics) == ("float32/static-kv", "float32")  # cache keys kept apart
+    with pytest.raises(ConfigError, match="kv_cache must be dynamic or static"):
+        build_backend({**micro_family.model_cfg, "kv_cache": "paged"})
+
 def test_prompt_token_ids_equal_text_prompt(micro_family, micro_backend):
     p = prompts(micro_family)[2]
     ids = tuple(micro_backend.tokenizer(p)["input_ids"])

@@ -165,7 +165,7 @@ class HFBackend(PerSampleBackend):
     def __init__(self, path: str, *, gguf_file: str | None = None, revision: str | None = "auto",
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None, batch_size: int = 8,
                  score_batch_size: int | None = None, chat_template: str = "auto", name: str | None = None,
-                 trust_remote_code: bool = False):
+                 trust_remote_code: bool = False, kv_cache: str = "dynamic"):
         super().__init__()
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
@@ -179,6 +179,11 @@ class HFBackend(PerSampleBackend):
         self.score_batch_size = int(batch_size if score_batch_size is None else score_batch_size)
         if self.score_batch_size < 1:
             raise ConfigError(f"model.score_batch_size must be >= 1, got {score_batch_size}")
+        if kv_cache not in ("dynamic", "static"):
+            raise ConfigError(f"model.kv_cache must be dynamic or static, got {kv_cache!r}")
+        # static: one buffer per batch of prompt + max_new_tokens positions, written in place (no copy of the
+        # whole cache at every step); for small models that copy is a quarter of a decoding step
+        self.kv_cache = kv_cache
         if dtype not in _DTYPES and dtype != "auto":
             raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)} or auto, got {dtype!r}")
         torch_dtype: Any = "auto" if dtype == "auto" else _DTYPES[dtype]
@@ -230,7 +235,8 @@ class HFBackend(PerSampleBackend):
             commit = getattr(self.model.config, "_commit_hash", None)
             self.revision = commit[:12] if commit else self.revision
         self.model.to(self.device).eval()
-        self.numerics = str(self.model.dtype).removeprefix("torch.")  # bf16 and fp32 answers differ: keyed apart
+        # bf16 and fp32 answers differ, so may (in the last bits) those of a static and a dynamic cache: keyed apart
+        self.numerics = str(self.model.dtype).removeprefix("torch.") + ("/static-kv" if kv_cache == "static" else "")
         _warn_if_bf16_is_slow(self.model.dtype, self.device)
 
         tok = self.tokenizer
@@ -260,7 +266,7 @@ class HFBackend(PerSampleBackend):
         return cls(cfg["path"], gguf_file=cfg.get("gguf_file"), revision=cfg.get("revision", "auto"),
                    device=cfg.get("device", "cpu"), dtype=cfg.get("dtype", "float32"), threads=cfg.get("threads"),
                    batch_size=cfg.get("batch_size", 8), score_batch_size=cfg.get("score_batch_size"),
-                   chat_template=cfg.get("chat_template", "auto"),
+                   chat_template=cfg.get("chat_template", "auto"), kv_cache=cfg.get("kv_cache", "dynamic"),
                    name=cfg.get("name"), trust_remote_code=bool(cfg.get("trust_remote_code", False)))
 
     # ---- prompts -------------------------------------------------------------------------------------------
@@ -345,7 +351,8 @@ class HFBackend(PerSampleBackend):
         if min(budgets) < max(budgets):
             criteria.append(_RowBudgets(width, budgets))
         config = GenerationConfig(max_new_tokens=max(budgets), do_sample=False, num_beams=1,
-                                  pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_ids or None)
+                                  pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_ids or None,
+                                  cache_implementation="static" if self.kv_cache == "static" else None)
         seqs = self.model.generate(
             input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device), generation_config=config,
             logits_processor=LogitsProcessorList([_RowSampler(rows)]), stopping_criteria=StoppingCriteriaList(criteria),
