@@ -24,7 +24,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from memlab.config import CONF_DIR, check_experiment, compose, required_threads
+from memlab.config import CONF_DIR, check_experiment, compose, required_dtypes, required_threads
 from memlab.errors import ConfigError, MemlabError
 from memlab.schema import check_like_defaults, validate_tree
 
@@ -93,7 +93,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
         kept = f"; the previous result in {final} is untouched" if final.exists() else ""
         raise MemlabError(f"{err} (executed notebook: {failed / nb_in.name}{kept})") from None
     _html(nb_out)
-    _write_run_json(work, key, t0, required_threads(resolved))
+    _write_run_json(work, key, t0, required_threads(resolved), required_dtypes(resolved))
     _swap_in(work, final)
     shutil.rmtree(failed, ignore_errors=True)
     metrics = json.loads((final / "metrics.json").read_text()) if (final / "metrics.json").exists() else {}
@@ -104,14 +104,14 @@ def execute(cfg: DictConfig, key: str) -> Path:
     return final
 
 
-def _write_run_json(out_dir: Path, key: str, t0: float, threads: dict[str, int]) -> None:
+def _write_run_json(out_dir: Path, key: str, t0: float, threads: dict[str, int], dtypes: dict[str, str]) -> None:
     """``run.json``: when the run started (UTC, ISO 8601), how many seconds it took, its key, and the torch
-    threads of each model it required (fixed in config: reruns are identical at the same count); the report
-    site shows them."""
+    threads and weight dtype of each model it required (threads fixed in config: reruns are identical at the same
+    count; the dtype as loaded on this machine); the report site shows them."""
     from datetime import datetime, timezone
 
     started = datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds")
-    info = {"started": started, "seconds": round(time.time() - t0, 1), "key": key, "threads": threads}
+    info = {"started": started, "seconds": round(time.time() - t0, 1), "key": key, "threads": threads, "dtypes": dtypes}
     (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 

@@ -77,6 +77,7 @@ class Run:
     metrics: Path | None = None
     timing: dict = field(default_factory=dict)  # started, seconds, source
     threads: object = None                       # model.threads of the run's config
+    dtypes: str = ""                             # weight dtype of each model, as loaded (run.json)
 
 
 # -- reading run folders ----------------------------------------------------------------------------------------
@@ -108,6 +109,7 @@ def read_run(results: Path, experiment: str) -> Run:
     run.metrics = folder / "metrics.json" if (folder / "metrics.json").exists() else None
     run.timing = run_timing(folder)
     run.threads = _run_threads(folder)
+    run.dtypes = _per_model(folder, "dtypes") or ""
     return run
 
 
@@ -131,16 +133,21 @@ def run_timing(folder: Path) -> dict:
             "source": "file times"}
 
 
-def _run_threads(folder: Path):
-    """Torch threads per model from ``run.json`` ("1" when all agree); older runs: the config's model.threads."""
+def _per_model(folder: Path, key: str) -> str | None:
+    """A per-model entry of ``run.json`` as text: the value when all models agree, else "model value, …"."""
     try:
-        per_model = json.loads((folder / "run.json").read_text()).get("threads")
+        per_model = json.loads((folder / "run.json").read_text()).get(key)
     except (OSError, ValueError):
         per_model = None
-    if per_model:
-        counts = set(per_model.values())
-        return str(counts.pop()) if len(counts) == 1 else ", ".join(f"{m} {t}" for m, t in sorted(per_model.items()))
-    return _model_threads(folder / "config.yaml")
+    if not per_model:
+        return None
+    values = set(per_model.values())
+    return str(values.pop()) if len(values) == 1 else ", ".join(f"{m} {v}" for m, v in sorted(per_model.items()))
+
+
+def _run_threads(folder: Path):
+    """Torch threads per model from ``run.json`` ("1" when all agree); older runs: the config's model.threads."""
+    return _per_model(folder, "threads") or _model_threads(folder / "config.yaml")
 
 
 def _model_threads(config: Path):
@@ -363,20 +370,20 @@ def environment_section(root: Path, runs: list[Run], commit: str, dirty: bool | 
     run_rows = []
     for r in runs:
         if r.folder is None:
-            run_rows.append(f'<tr class="none"><td>{_e(r.experiment)}</td><td colspan="4">no run yet</td></tr>')
+            run_rows.append(f'<tr class="none"><td>{_e(r.experiment)}</td><td colspan="5">no run yet</td></tr>')
             continue
         t = r.timing
         secs = _duration(t["seconds"]) if t.get("seconds") is not None else "?"
         run_rows.append(f"<tr><td>{_e(r.experiment)}</td><td>{_e(_when(t.get('started')))}</td>"
                         f'<td class="num">{_e(secs)}</td><td class="num">{_e(r.threads if r.threads is not None else "")}'
-                        f"</td><td>{_e(t.get('source', ''))}</td></tr>")
+                        f"</td><td>{_e(r.dtypes)}</td><td>{_e(t.get('source', ''))}</td></tr>")
     return ("<section id=\"environment\"><h2>Environment</h2>"
             f"<table>{env}</table>"
             "<h3>Data and model hashes (dvc.lock)</h3>"
             f"<table><tr><th>path</th><th>stage</th><th>md5</th></tr>{hash_rows}</table>"
             "<h3>Runs</h3>"
             "<table><tr><th>experiment</th><th>started</th><th>took</th><th>model threads</th>"
-            f"<th>from</th></tr>{''.join(run_rows)}</table></section>")
+            f"<th>model dtypes</th><th>from</th></tr>{''.join(run_rows)}</table></section>")
 
 
 def page(runs: list[Run], sections: list[str], env: str, commit: str, dirty: bool | None) -> str:

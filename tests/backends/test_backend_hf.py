@@ -266,3 +266,25 @@ def test_bf16_on_a_cpu_without_bf16_units_warns(micro_family):
     assert len(warned) == 1 and "set model.dtype=float32" in warned[0]
     assert "memlab: warning" not in runs["float32"].stderr
 
+
+
+def test_bf16_if_fast_loads_float32_without_bf16_units(micro_family):
+    """``dtype: bfloat16_if_fast`` (the pretrained models' setting) loads float32 on a CPU without bf16 matrix
+    units (the same real AVX2-limited path), says so in one line, and keys its answers as float32; in this process
+    it follows this CPU's own measurement, as ``run.json`` records it."""
+    from memlab.backends.hf import bf16_is_fast
+    from memlab.config import required_dtypes
+
+    code = ("import json, sys; from memlab.backends.factory import build_backend; "
+            "print(build_backend(json.loads(sys.argv[1])).numerics)")
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    run = subprocess.run([sys.executable, "-c", code, json.dumps({**micro_family.model_cfg, "dtype": "bfloat16_if_fast"})],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-500:]
+    assert run.stdout.split()[-1].startswith("float32")
+    said = [line for line in run.stderr.splitlines() if "model.dtype=bfloat16_if_fast" in line]
+    assert len(said) == 1 and "→ float32" in said[0] and "memlab: warning" not in run.stderr
+    here = build_backend({**micro_family.model_cfg, "dtype": "bfloat16_if_fast"})
+    assert here.numerics.split("/")[0] == ("bfloat16" if bf16_is_fast() else "float32")
+    cfg = {"requires": {"models": ["models/smollm2-135m-instruct"]}}
+    assert required_dtypes(cfg) == {"smollm2-135m-instruct": "bfloat16" if bf16_is_fast() else "float32"}

@@ -88,6 +88,7 @@ def test_real_run_records_timing_and_has_claims(results):
     info = json.loads((run / "run.json").read_text())
     assert info["key"] == "default" and info["seconds"] > 0 and info["started"].endswith("+00:00")
     assert info["threads"] == {"kjv": 1}  # the demo's family, at the tiny-neox template's threads
+    assert info["dtypes"] == {"kjv": "float32"}  # its weight dtype as loaded
     with (run / "tables" / "comparison.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert rows and list(rows[0]) == COLUMNS

@@ -91,6 +91,27 @@ def bf16_slowdown() -> float:
     return best(torch.bfloat16) / best(torch.float32)
 
 
+BF16_IF_FAST = "bfloat16_if_fast"  # bfloat16 where this CPU multiplies it faster than float32, else float32
+
+
+def bf16_is_fast() -> bool:
+    """Whether this CPU multiplies bfloat16 faster than float32 (bf16 matrix units: :func:`bf16_slowdown` < 1;
+    measured 0.29 with AMX, 9–50 on AVX2-only CPUs, so the cut is far from both)."""
+    return bf16_slowdown() < 1
+
+
+def _resolve_bf16_if_fast(device: str) -> str:
+    """``bfloat16`` on a GPU with bf16 or on a CPU with bf16 matrix units, else ``float32`` (one line says why): the
+    dtype loaded is the backend's numerics (cache key) and ``run.json`` records it."""
+    if device != "cpu":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
+    if (ratio := bf16_slowdown()) < 1:
+        return "bfloat16"
+    print(f"memlab: model.dtype={BF16_IF_FAST} → float32: a bfloat16 product is {ratio:.0f}× slower than float32 "
+          "on this CPU (no bf16 matrix units)", file=sys.stderr)
+    return "float32"
+
+
 def _warn_if_bf16_is_slow(dtype: torch.dtype, device: torch.device) -> None:
     if dtype == torch.bfloat16 and device.type == "cpu" and (ratio := bf16_slowdown()) > 1.5:
         print(f"memlab: warning: model.dtype=bfloat16 runs {ratio:.0f}× slower than float32 on this CPU (no bf16 "
@@ -184,11 +205,13 @@ class HFBackend(PerSampleBackend):
         # static: one buffer per batch of prompt + max_new_tokens positions, written in place (no copy of the
         # whole cache at every step); for small models that copy is a quarter of a decoding step
         self.kv_cache = kv_cache
-        if dtype not in _DTYPES and dtype != "auto":
-            raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)} or auto, got {dtype!r}")
-        torch_dtype: Any = "auto" if dtype == "auto" else _DTYPES[dtype]
+        if dtype not in _DTYPES and dtype not in ("auto", BF16_IF_FAST):
+            raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)}, auto or {BF16_IF_FAST}, got {dtype!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        if dtype == BF16_IF_FAST:
+            dtype = _resolve_bf16_if_fast(device)
+        torch_dtype: Any = "auto" if dtype == "auto" else _DTYPES[dtype]
         self.device = torch.device(device)
 
         path = str(path)
