@@ -87,31 +87,40 @@ def test_infini_gram_token_shards_answer_like_the_suffix_array(big_corpus, token
     assert ig.doc_text(123) == big_corpus[123].text
 
 
-def test_infini_gram_indexer_on_two_cpus_answers_like_the_suffix_array(tokenizer, tmp_path, monkeypatch):
-    from memlab.methods.trace.index import infini_gram
+def test_infini_gram_build_equals_its_own_indexer(tokenizer, tmp_path):
+    """Our tables (one divsufsort pass per shard, shards side by side) are byte for byte the ones
+    ``infini_gram.indexing`` writes from the same token files (its Rust make-part/merge/concat, one CPU)."""
+    import shutil
+    import subprocess
+    import sys
 
-    docs = make_corpus(n_docs=4000, seed=5)
-    monkeypatch.setattr(infini_gram, "available_cores", lambda: 2)
-    monkeypatch.setattr(infini_gram, "MIN_PART_BYTES", 400_000)  # correct from 300 kB parts (measured), see there
-    sa = build_index(docs, tokenizer, tmp_path / "sa")
-    assert infini_gram.indexer_cpus(2 * (sa.n_tokens + sa.n_docs)) == 2  # one shard, cut in two parts
-    ig = build_index(iter(docs), tokenizer, tmp_path / "ig", backend="infini_gram")
-    T = np.asarray(sa.T)
-    rng = random.Random(1)
-    for _ in range(300):
-        a = rng.randrange(len(T) - 8)
-        q = [int(t) for t in T[a:a + rng.randint(1, 8)]]
-        if sa.sep not in q:
-            assert ig.count(q) == sa.count(q)
-    g = [int(t) for t in T[1000:1040]] + [5, 6] + [int(t) for t in T[len(T) // 2:len(T) // 2 + 40]]
-    assert ig.longest_matches(g).tolist() == sa.longest_matches(g).tolist()
+    docs = make_corpus(n_docs=1500, seed=5)
+    docs += [type(d)(id=d.id + "/dup", text=d.text, source=d.source, licence=d.licence) for d in docs[:50]]
+    ig = build_index(iter(docs), tokenizer, tmp_path / "ig", backend="infini_gram", shard_tokens=60_000)
+    shards = len(ig.meta["docs_per_shard"])
+    assert shards >= 3
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    for s in range(shards):
+        shutil.copy(ig.path / f"tokenized.{s}", ref / f"tokenized.{s}")
+        shutil.copy(ig.path / f"offset.{s}", ref / f"offset.{s}")
+    run = subprocess.run([sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(ref), "--save_dir", str(ref),
+                          "--token_dtype", ig.meta["token_dtype"], "--shards", str(shards), "--cpus", "1",
+                          "--mem", "1", "--ulimit", "20000"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-500:]
+    for s in range(shards):
+        assert (ig.path / f"table.{s}").read_bytes() == (ref / f"table.{s}").read_bytes(), s
 
 
-def test_infini_gram_indexer_cpus_keep_parts_large():
-    from memlab.methods.trace.index import infini_gram
+@pytest.mark.parametrize("word", ["table", "tokenized", "metadata"])
+def test_infini_gram_path_the_engine_cannot_open_is_one_line(big_corpus, tokenizer, tmp_path, word):
+    """The engine picks files by substring of their path and crashes on these words: refused before building."""
+    from memlab.errors import MemlabError
 
-    assert infini_gram.indexer_cpus(0) == 1 and infini_gram.indexer_cpus(infini_gram.MIN_PART_BYTES - 1) == 1
-    assert infini_gram.indexer_cpus(10**12) == infini_gram.available_cores()
+    with pytest.raises(MemlabError, match=f"path contains '{word}'.*move the index") as err:
+        build_index(big_corpus, tokenizer, tmp_path / f"my_{word}s" / "ig", backend="infini_gram")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / f"my_{word}s" / "ig").exists()
 
 
 def test_token_shards_are_equal_not_full_plus_remainder():

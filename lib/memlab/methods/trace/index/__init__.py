@@ -5,14 +5,15 @@ Two backends behind one interface (:class:`TokenIndex`):
 * :class:`SuffixArrayIndex` — a suffix array (pydivsufsort) over the token ids of the whole corpus, with
   its LCP array (Kasai) and inverse suffix array. Saved as ``.npy`` files and memory-mapped on reload.
   Good default for local corpora (≈ 1.5 s per 5 M tokens to build).
-* :class:`InfiniGramIndex` — infini-gram 2.6.0 (``infini_gram.indexing`` + ``InfiniGramEngine``), built
-  from ``tokenized.<s>``/``offset.<s>`` files we write ourselves for any tokenizer, sharded on disk and
-  queried memory-mapped: for corpora larger than RAM, or an existing infini-gram index directory.
+* :class:`InfiniGramIndex` — infini-gram 2.6.0 (``InfiniGramEngine``), built from ``tokenized.<s>``/
+  ``offset.<s>``/``table.<s>`` files we write ourselves for any tokenizer (tables byte-identical to
+  ``infini_gram.indexing``'s), sharded on disk and queried memory-mapped: for corpora larger than RAM, or an
+  existing infini-gram index directory.
 
 Builds stream the documents (:mod:`.corpus_stream`): tokenized in chunks by worker processes on all cores
 (byte-level BPE through the pre-token cache of :mod:`.piece_cache`) and written to disk as they come, so only
 ids and lengths are held; the suffix array is then built in memory from the token file, infini-gram shard by
-shard in bounded memory (``shard_tokens``).
+shard in bounded memory (``shard_tokens``), shards side by side on all cores.
 
 Corpus layout (both backends): every document is written as ``SEP + tokens``, where ``SEP`` is the
 all-ones value of the token dtype (0xFFFF for u16, 0xFFFFFFFF for u32, the infini-gram convention), and a
@@ -69,6 +70,7 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
     """
     backend_cls = backend_class(backend)
     out = Path(out_dir)
+    backend_cls.check_path(out)
     if (out / "meta.json").exists() and not overwrite:
         return load_index(out)
     vocab = vocab_size_of(tokenizer)

@@ -137,6 +137,10 @@ class TokenIndex(abc.ABC):
         ``shard_tokens``, ``mem_gb``); unused ones are ignored."""
 
     @classmethod
+    def check_path(cls, path: Path) -> None:
+        """Refuse, in one line and before any work, a folder this backend cannot build into or open."""
+
+    @classmethod
     @abc.abstractmethod
     def required_files(cls, meta: dict) -> list[str]:
         """Files a complete index directory of this backend holds besides ``meta.json``, in the order
