@@ -17,7 +17,8 @@ Measured side by side (ratios are what matter on this shared machine):
   corpus and generations (it also returns documents; we time it as the closest public equivalent);
 * ``simpletrace``: our full steps 1–4 (spans, rarity filter, documents, merge, nv statistics) per generation;
 * tokenization alone, one thread, side by side on the indexed documents: the fast tokenizer's batch call
-  against the pre-token cache the builds use (:mod:`memlab.methods.trace.index.piece_cache`), ids checked equal;
+  against the pre-token cache the builds use (:mod:`memlab.methods.trace.index.piece_cache`, compiled with numba;
+  the cache starting empty), ids checked equal;
 * index build MB/s (text bytes / build seconds, tokenization excluded and included; and per CPU second,
   which a busy shared machine does not change much) for both backends, each build in its own subprocess
   so its peak memory is its own: the build process's peak RSS (VmHWM), the largest helper's
@@ -25,6 +26,8 @@ Measured side by side (ratios are what matter on this shared machine):
   from) and the peak summed RSS of all the build's processes; the suffix-array build also with one
   tokenizer process, to show what the worker processes buy, and without the pre-token cache, to show what
   it buys;
+* infini-gram tables side by side on the same token files: ``infini_gram.indexing`` (Rust make-part / merge /
+  concat) against ours (one divsufsort pass a shard), wall and CPU seconds, tables checked byte-identical;
 * the same builds on a ~``BIG_CORPUS_MB`` MB corpus (full run only): seeded shuffles of the indexed
   documents' lines, so it is not trivially repeated, generated into the temp dir at bench time; infini-gram
   in shards of ``BIG_SHARD_TOKENS`` tokens (its peak memory is bounded by the shard, not the corpus).
@@ -47,7 +50,7 @@ import numpy as np
 
 BIG_CORPUS_MB = 300        # the "past RAM" case: peak RSS should not grow with it (full run only)
 BIG_SHARD_TOKENS = 25_000_000  # infini-gram shard size for the big corpus
-IG_MEM_GB = 4              # memory infini-gram's indexer may use per shard
+IG_MEM_GB = 4              # memory the infini-gram table sort may use (shards side by side)
 RSS_POLL_S = 0.1           # sampling interval of a build's summed RSS
 
 
@@ -191,7 +194,48 @@ def _tokenizers_side_by_side(texts: list[str], tok_dir: Path) -> dict:
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     return {"text_mb": round(mb, 2), "fast_tokenizer_mb_per_s": round(mb / t_fast, 2),
             "piece_cache_mb_per_s": round(mb / t_cached, 2), "speedup": round(t_fast / t_cached, 2),
-            "distinct_pieces": len(enc.index)}
+            "distinct_pieces": len(enc)}
+
+
+def _tables_side_by_side(index_dir: Path, work: Path) -> dict:
+    """infini-gram tables for the same token files, side by side: ``infini_gram.indexing`` (its Rust make-part /
+    merge / concat, on all cores) against our build (:func:`write_table`, one divsufsort pass a shard, shards side
+    by side); wall and CPU seconds of each, tables checked byte-identical."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memlab.methods.trace.index.corpus_stream import available_cores
+    from memlab.methods.trace.index.infini_gram import write_table
+
+    meta = json.loads((index_dir / "meta.json").read_text())
+    names = [p.suffix[1:] for p in sorted(index_dir.glob("tokenized.*"))]
+    ref, ours = work / "ref", work / "ours"
+    for d in (ref, ours):
+        d.mkdir()
+        for s in names:
+            shutil.copy(index_dir / f"tokenized.{s}", d / f"tokenized.{s}")
+            shutil.copy(index_dir / f"offset.{s}", d / f"offset.{s}")
+    width = {"u16": 2, "u32": 4}[meta["token_dtype"]]
+    cpu0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run([sys.executable, "-m", "infini_gram.indexing", "--data_dir", str(ref), "--save_dir", str(ref),
+                    "--token_dtype", meta["token_dtype"], "--shards", str(len(names)), "--cpus",
+                    str(available_cores()), "--mem", str(IG_MEM_GB), "--ulimit", "20000"],
+                   check=True, capture_output=True)
+    t_ref = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_ref = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+    me0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    with ThreadPoolExecutor(min(available_cores(), len(names))) as pool:
+        list(pool.map(lambda s: write_table(ours / f"tokenized.{s}", ours / f"table.{s}", width), names))
+    t_ours = time.perf_counter() - t0
+    me1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_ours = me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime
+    same = all((ref / f"table.{s}").read_bytes() == (ours / f"table.{s}").read_bytes() for s in names)
+    shutil.rmtree(ref)
+    shutil.rmtree(ours)
+    return {"shards": len(names), "tables_identical": same, "infini_gram_indexing_s": round(t_ref, 2),
+            "ours_s": round(t_ours, 2), "speedup": round(t_ref / t_ours, 2),
+            "infini_gram_indexing_cpu_s": round(cpu_ref, 2), "ours_cpu_s": round(cpu_ours, 2),
+            "cpu_ratio": round(cpu_ref / cpu_ours, 2)}
 
 
 def _vm_hwm_kb() -> int:
@@ -267,6 +311,7 @@ def run(quick: bool = False) -> dict:
             builds["sa_no_piece_cache"] = _timed_build(indexed_file, tok_dir, tmp / "sa0", "suffix_array",
                                                        piece_cache=False)
             shutil.rmtree(tmp / "sa0")
+        res["infini_gram_tables_side_by_side"] = _tables_side_by_side(tmp / "ig", tmp)
         sa, ig = load_index(tmp / "sa"), load_index(tmp / "ig")
         res.update(index_tokens=sa.n_tokens, index_docs=sa.n_docs, index_text_mb=round(sa.meta["text_bytes"] / 1e6, 2))
         res["sa_build_mb_per_s"] = builds["sa"]["mb_per_s_index"]

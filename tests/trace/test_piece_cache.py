@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from memlab.methods.trace.index import piece_cache
-from memlab.methods.trace.index.piece_cache import PieceCachedEncoder, Splitter, piece_cache_applicable
+from memlab.methods.trace.index.piece_cache import PieceCachedEncoder, piece_cache_applicable
 
 SEP, DTYPE = 0xFFFF, np.dtype(np.uint16)
 EDGE_TEXTS = [
@@ -79,10 +79,10 @@ def test_other_tokenizer_shapes_are_left_to_the_tokenizer(fast, change):
 
 
 def test_split_matches_the_tokenizers_pre_tokenizer_on_all_of_unicode(fast):
-    tok, _ = fast
-    splitter = Splitter(tok.pre_tokenizer)
+    tok, js = fast
+    enc = PieceCachedEncoder(tok, js)
     for text in EDGE_TEXTS + _random_texts(300, seed=1):
-        pieces = splitter.split(text)
+        pieces = enc.pieces(text)
         assert "".join(pieces) == text
         spans, pos = [], 0
         for p in pieces:
@@ -100,7 +100,7 @@ def test_encoded_blocks_equal_the_fast_tokenizer(fast, corpus):
     for size in (7, 1000):  # a cold cache, then a warm one
         got = _encode_in_batches(enc, texts, size)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert enc.index  # the cache was used
+    assert len(enc)  # the cache was used
 
 
 def test_a_full_cache_stays_bounded_and_exact(fast, corpus, monkeypatch):
@@ -111,7 +111,7 @@ def test_a_full_cache_stays_bounded_and_exact(fast, corpus, monkeypatch):
     got = _encode_in_batches(enc, texts, 3)
     want = _expected(tok, texts)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert len(enc.index) <= 50 and len(enc.offsets) == len(enc.index) + 1
+    assert len(enc) <= 50 and len(enc.cp_offsets.view()) == len(enc.id_offsets.view()) == len(enc) + 1
 
 
 def test_nfc_normalizing_tokenizer(fast):
@@ -126,3 +126,21 @@ def test_nfc_normalizing_tokenizer(fast):
     want = _expected(tok, texts)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
     assert _expected(tok_plain, texts[:1])[1].tolist() != _expected(tok, texts[:1])[1].tolist()  # NFC did act
+
+
+def test_a_hash_collision_is_caught_not_answered(fast):
+    """A piece whose hash names another cached piece (forced here: FNV-1a collisions are too rare to meet) is
+    never answered with that piece's ids: its text is encoded whole, the ids are the tokenizer's."""
+    from memlab.methods.trace.index import piece_scan
+
+    tok, js = fast
+    enc = PieceCachedEncoder(tok, js)
+    enc.encode_block(["alpha beta"], SEP, DTYPE)
+    victim = " gamma"
+    h = piece_scan.hash_of(np.frombuffer(victim.encode("utf-32-le"), dtype=np.uint32))
+    piece_scan.insert(enc.slot_hash, enc.slot_entry, np.array([h], dtype=np.uint64), 0)  # " gamma" -> entry 0 ("alpha")
+    texts = ["alpha gamma", "beta alpha"]
+    got = enc.encode_block(texts, SEP, DTYPE)
+    want = _expected(tok, texts)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert enc.pieces("alpha gamma") == ["alpha", " gamma"]
