@@ -179,7 +179,7 @@ def _tokenizers_side_by_side(texts: list[str], tok_dir: Path) -> dict:
 
     js = Tokenizer.from_file(str(tok_dir / "tokenizer.json")).to_str()
     tok = Tokenizer.from_str(js)
-    chunks = [[t for _, t in c] for c in _chunks((str(i), t) for i, t in enumerate(texts))]  # as the build cuts them
+    chunks = [[t for _, t, _ in c] for c in _chunks((str(i), t) for i, t in enumerate(texts))]  # as the build cuts them
     t0 = time.perf_counter()
     want = [[e.ids for e in tok.encode_batch_fast(c, add_special_tokens=False)] for c in chunks]
     t_fast = time.perf_counter() - t0

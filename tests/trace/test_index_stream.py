@@ -123,32 +123,40 @@ def test_infini_gram_path_the_engine_cannot_open_is_one_line(big_corpus, tokeniz
     assert not (tmp_path / f"my_{word}s" / "ig").exists()
 
 
-def test_token_shards_are_equal_not_full_plus_remainder():
+def test_shards_are_cut_while_tokenizing_at_shard_tokens(big_corpus, tokenizer, tmp_path, monkeypatch):
+    """A shard is the documents up to the one that brings it to shard_tokens tokens (separators counted), the last
+    shard the rest, whatever the chunking; they are cut (and sorted) while later chunks are still being tokenized."""
     from memlab.methods.trace.index import infini_gram
 
-    lengths = np.full(1000, 99)  # 100 tokens a document with its separator: 100,000 in all
-    plan = infini_gram._token_shards(lengths, 28_000)  # 4 shards of 25,000, not 3 × 28,000 + 16,000
-    assert plan == [250, 250, 250, 250]
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(1, 400, size=5000)
-    for shard_tokens in (1, 10_000, 123_456, 10**9):
-        plan = infini_gram._token_shards(lengths, shard_tokens)
-        assert sum(plan) == len(lengths) and min(plan) >= 1
-        sizes = [int(x.sum()) for x in np.split(lengths + 1, np.cumsum(plan)[:-1])]
-        total = int((lengths + 1).sum())
-        planned = -(-total // shard_tokens)
-        if total / planned < 400:  # shares smaller than a document: fewer, document-sized shards
-            assert len(plan) <= planned and max(sizes) <= 2 * 400
-            continue
-        assert len(plan) == planned
-        assert max(sizes) <= total / len(plan) + 400 and min(sizes) >= total / len(plan) - 400  # equal shares
+    monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)
+    cuts_during: list[int] = []
+    real_written = infini_gram.ShardStream.written
+
+    def written(self, tokens_file, lengths):
+        real_written(self, tokens_file, lengths)
+        cuts_during.append(len(self.docs_per_shard))
+    monkeypatch.setattr(infini_gram.ShardStream, "written", written)
+    shard_tokens = 5000
+    ig = build_index(iter(big_corpus), tokenizer, tmp_path / "ig", backend="infini_gram", shard_tokens=shard_tokens)
+    sizes = [len(t) + 1 for t in encode_texts(tokenizer, [d.text for d in big_corpus])]
+    want, n, acc = [], 0, 0
+    for size in sizes:
+        n, acc = n + 1, acc + size
+        if acc >= shard_tokens:
+            want.append(n)
+            n, acc = 0, 0
+    want += [n] if n else []
+    assert ig.meta["docs_per_shard"] == want and len(want) > 3
+    assert 0 < cuts_during[len(cuts_during) // 2] < len(want)  # half way through the chunks, shards were cut
 
 
-def test_failed_stream_leaves_nothing_behind(big_corpus, tokenizer, tmp_path):
+@pytest.mark.parametrize("backend,options", [("suffix_array", {}), ("infini_gram", {"shard_tokens": 2000})])
+def test_failed_stream_leaves_nothing_behind(big_corpus, tokenizer, tmp_path, monkeypatch, backend, options):
     from memlab.data.records import Document
     from memlab.errors import MemlabError
 
-    bad = big_corpus[:50] + [Document(id="late", text=" ", source="x", licence="x")]
+    monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)  # shards cut (and sorting) before the bad document
+    bad = big_corpus[:250] + [Document(id="late", text=" ", source="x", licence="x")]
     with pytest.raises(MemlabError, match="'late' is empty"):
-        build_index(iter(bad), tokenizer, tmp_path / "ix")
+        build_index(iter(bad), tokenizer, tmp_path / "ix", backend=backend, **options)
     assert not (tmp_path / "ix").exists() and not (tmp_path / "ix.tmp").exists()

@@ -77,9 +77,12 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    streamer = backend_cls.shard_streamer(tmp, token_dtype_for(vocab).itemsize, shard_tokens=shard_tokens,
+                                          mem_gb=mem_gb)
     try:
         t0 = time.perf_counter()
-        corpus = tokenize_corpus(docs, tokenizer, tmp, vocab, workers=tokenize_workers, piece_cache=piece_cache)
+        corpus = tokenize_corpus(docs, tokenizer, tmp, vocab, workers=tokenize_workers, piece_cache=piece_cache,
+                                 on_written=streamer.written if streamer else None)
         t_tok = time.perf_counter() - t0
         meta = {
             "format_version": FORMAT_VERSION, "backend": backend,
@@ -90,11 +93,14 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
             "n_docs": corpus.n_docs, "n_tokens": corpus.n_tokens, "text_bytes": corpus.text_bytes,
         }
         t1 = time.perf_counter()
-        backend_cls.build(corpus, tmp, meta, shards=shards, shard_tokens=shard_tokens, mem_gb=mem_gb)
+        backend_cls.build(corpus, tmp, meta, shards=shards, shard_tokens=shard_tokens, mem_gb=mem_gb,
+                          streamer=streamer)
         corpus.tokens_file.unlink()
         meta["build_seconds"] = {"tokenize": round(t_tok, 3), "index": round(time.perf_counter() - t1, 3)}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     except BaseException:
+        if streamer is not None:
+            streamer.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if out.exists():

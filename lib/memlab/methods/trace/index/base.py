@@ -70,8 +70,9 @@ def encode_texts(tokenizer, texts: Sequence[str]) -> list[np.ndarray]:
 
 # ------------------------------------------------------------------------------------------- validation
 
-def checked_doc(d) -> tuple[str, str]:
-    """(id, text) of a Document or an (id, text) pair, refusing invalid UTF-8 and empty texts with one line."""
+def checked_doc(d) -> tuple[str, str, bytes]:
+    """(id, text, its UTF-8) of a Document or an (id, text) pair, refusing invalid UTF-8 and empty texts with one
+    line."""
     doc_id, text = (d.id, d.text) if hasattr(d, "text") else (str(d[0]), d[1])
     if isinstance(text, (bytes, bytearray)):
         try:
@@ -80,13 +81,13 @@ def checked_doc(d) -> tuple[str, str]:
             raise MemlabError(f"document {doc_id!r} is not valid UTF-8 (byte {err.start}); "
                               "re-encode the corpus as UTF-8 before indexing") from None
     try:
-        text.encode("utf-8")
+        blob = text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise MemlabError(f"document {doc_id!r} holds invalid UTF-8 (surrogate at char {err.start}); "
                           "re-encode the corpus as UTF-8 before indexing") from None
-    if not text.strip():
+    if not text or text.isspace():
         raise MemlabError(f"document {doc_id!r} is empty; drop empty documents before indexing")
-    return doc_id, text
+    return doc_id, text, blob
 
 
 def read_jsonl_bytes(path: str | Path) -> list[tuple[str, str]]:
@@ -139,6 +140,13 @@ class TokenIndex(abc.ABC):
     @classmethod
     def check_path(cls, path: Path) -> None:
         """Refuse, in one line and before any work, a folder this backend cannot build into or open."""
+
+    @classmethod
+    def shard_streamer(cls, out: Path, width: int, **options):
+        """What builds this backend's index while the corpus is tokenized (its ``written(tokens_file, lengths)`` is
+        called after every chunk, its ``close()`` on failure, and it is handed to :meth:`build` as ``streamer``);
+        None: everything is built after tokenizing."""
+        return None
 
     @classmethod
     @abc.abstractmethod

@@ -131,7 +131,7 @@ class _WorkerPool:
             if not idle:
                 yield self._result(*pending.popleft(), idle)
             p = idle.popleft()
-            pickle.dump([t for _, t in chunk], p.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump([t for _, t, _ in chunk], p.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             p.stdin.flush()
             pending.append((chunk, p))
         while pending:
@@ -177,12 +177,12 @@ def _serve() -> None:
 # ------------------------------------------------------------------------------ main side
 
 def _chunks(docs):
-    """Checked (id, text) pairs grouped into lists of about CHUNK_BYTES of text."""
+    """Checked (id, text, UTF-8) triples grouped into lists of about CHUNK_BYTES of text."""
     chunk, size = [], 0
     for d in docs:
-        doc_id, text = checked_doc(d)
-        chunk.append((doc_id, text))
-        size += len(text)
+        doc = checked_doc(d)
+        chunk.append(doc)
+        size += len(doc[2])
         if size >= CHUNK_BYTES:
             yield chunk
             chunk, size = [], 0
@@ -195,7 +195,7 @@ def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int, piece
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:  # a slow (Python) tokenizer: no Rust copy to hand to workers
         for chunk in chunks:
-            yield chunk, _lay_out(*_block(encode_texts(tokenizer, [t for _, t in chunk]), dtype), vocab)
+            yield chunk, _lay_out(*_block(encode_texts(tokenizer, [t for _, t, _ in chunk]), dtype), vocab)
         return
     tok_json = backend.to_str()
     head = list(itertools.islice(chunks, 2))
@@ -203,17 +203,19 @@ def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int, piece
     if len(head) < 2 or workers <= 1:
         encode = _ChunkEncoder(tok_json, dtype.str, vocab, piece_cache)
         for chunk in chunks:
-            yield chunk, encode([t for _, t in chunk])
+            yield chunk, encode([t for _, t, _ in chunk])
         return
     with _WorkerPool(workers, (tok_json, dtype.str, vocab, piece_cache)) as pool:
         yield from pool.map_in_order(chunks)
 
 
 def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | None = None,
-                    piece_cache: bool = True) -> TokenizedCorpus:
+                    piece_cache: bool = True, on_written=None) -> TokenizedCorpus:
     """Tokenize ``docs`` into ``out`` (the shared files plus ``tokens.raw``) with ``workers`` processes
     (all available cores when None), through the pre-token cache unless ``piece_cache`` is False (the same
-    ids). Refuses empty corpora, empty or token-less documents, invalid UTF-8 and repeated ids with one line."""
+    ids); ``on_written(tokens_file, lengths)`` after each chunk's tokens are flushed to the file (an index built
+    meanwhile). Refuses empty corpora, empty or token-less documents, invalid UTF-8 and repeated ids with one
+    line."""
     dtype = token_dtype_for(vocab)
     workers = available_cores() if workers is None else workers
     ids: list[str] = []
@@ -222,19 +224,21 @@ def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | No
     unigram = np.zeros(vocab, dtype=np.int64)
     with open(out / TOKENS_FILE, "wb") as ftok, open(out / "texts.bin", "wb") as ftxt:
         for chunk, (lens, block, uni) in _encoded(_chunks(docs), tokenizer, dtype, vocab, workers, piece_cache):
-            for (doc_id, text), n in zip(chunk, lens):
+            for (doc_id, _, blob), n in zip(chunk, lens):
                 if doc_id in seen:
                     raise MemlabError("document ids are not unique; give every document a distinct id before indexing")
                 if n == 0:
                     raise MemlabError(f"document {doc_id!r} has no tokens; drop it before indexing")
                 seen.add(doc_id)
                 ids.append(doc_id)
-                blob = text.encode("utf-8")
                 ftxt.write(blob)
                 text_offsets.append(text_offsets[-1] + len(blob))
             lengths.append(lens)
             ftok.write(block)
             unigram += uni
+            if on_written is not None:
+                ftok.flush()
+                on_written(out / TOKENS_FILE, lens)
     if not ids:
         raise MemlabError("no documents to index; check the corpus name and options")
     np.save(out / "unigram.npy", unigram)

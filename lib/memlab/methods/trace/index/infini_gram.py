@@ -61,35 +61,31 @@ class InfiniGramIndex(TokenIndex):
         return list(_SHARED_FILES) + [f"{k}.{s}" for s in range(shards) for k in ("tokenized", "offset", "table")]
 
     @classmethod
+    def shard_streamer(cls, out: Path, width: int, shard_tokens: int | None = None, mem_gb: int = 2,
+                       **options) -> "ShardStream | None":
+        return ShardStream(out, shard_tokens, width, mem_gb) if shard_tokens else None
+
+    @classmethod
     def build(cls, corpus, out: Path, base_meta: dict, shards: int = 1, shard_tokens: int | None = None,
-              mem_gb: int = 2, **options) -> None:
-        """Split the token file into infini-gram shards (of about ``shard_tokens`` tokens each, else
-        ``shards`` of equal document counts) by copying byte ranges, then sort each shard's table
-        (:func:`write_table`), as many shards at once as there are cores and ``mem_gb`` of memory holds: peak
-        memory is bounded by the shard size, not the corpus size."""
+              mem_gb: int = 2, streamer: "ShardStream | None" = None, **options) -> None:
+        """infini-gram shards: with ``shard_tokens``, those ``streamer`` cut while the corpus was tokenized
+        (:class:`ShardStream`); else ``shards`` shards of equal document counts, copied out of the token file and
+        sorted now, as many at once as there are cores and ``mem_gb`` of memory holds. Either way peak memory is
+        bounded by the shard size, not the corpus size."""
         width = corpus.dtype.itemsize
-        plan = (_token_shards(corpus.doc_lengths, shard_tokens) if shard_tokens
-                else _equal_doc_shards(corpus.n_docs, shards))
-        doc_bytes = (corpus.doc_lengths + 1) * width
-        first, shard_bytes = 0, []
-        with open(corpus.tokens_file, "rb") as src:
-            for s, n in zip(_shard_names(len(plan)), plan):
-                sizes = doc_bytes[first:first + n]
-                np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.uint64).tofile(out / f"offset.{s}")
-                shard_bytes.append(int(sizes.sum()))
-                with open(out / f"tokenized.{s}", "wb") as dst:
-                    _copy(src, dst, shard_bytes[-1])
-                first += n
-        base_meta["docs_per_shard"] = [int(n) for n in plan]
         base_meta["token_dtype"] = {2: "u16", 4: "u32"}[width]
-        names = _shard_names(len(plan))
-        parallel = max(1, min(available_cores(), len(names), int(mem_gb * 2**30) // (_SORT_BYTES_PER_BYTE * max(shard_bytes))))
-        try:
-            with ThreadPoolExecutor(parallel) as pool:  # divsufsort runs without the GIL (a ctypes call)
-                list(pool.map(lambda s: write_table(out / f"tokenized.{s}", out / f"table.{s}", width), names))
-        except (MemoryError, OSError) as err:
-            raise MemlabError(f"infini-gram table build failed in {out} ({err}); check free disk space and memory "
-                              "(param mem_gb, or smaller shards: shard_tokens)") from None
+        if streamer is not None:
+            base_meta["docs_per_shard"] = streamer.finish(corpus.tokens_file)
+            return
+        plan = _equal_doc_shards(corpus.n_docs, shards)
+        doc_bytes = (corpus.doc_lengths + 1) * width
+        with ShardStream(out, None, width, mem_gb, parallel_for=int(doc_bytes.sum()) // len(plan)) as stream, \
+                open(corpus.tokens_file, "rb") as src:
+            first = 0
+            for n in plan:
+                stream.cut(src, doc_bytes[first:first + n])
+                first += n
+            base_meta["docs_per_shard"] = stream.finish(corpus.tokens_file)
 
     def count(self, tokens: Sequence[int]) -> int:
         self.check_ids(tokens)
@@ -156,16 +152,85 @@ def _equal_doc_shards(n_docs: int, shards: int) -> list[int]:
     return [min(per, n_docs - first) for first in range(0, n_docs, per)]
 
 
-def _token_shards(doc_lengths: np.ndarray, shard_tokens: int) -> list[int]:
-    """Documents per shard: as few shards as hold ``shard_tokens`` tokens each, cut at equal token counts (whole
-    documents: a shard ends with the document that crosses its cut). Equal shards, not full ones and a remainder:
-    a tiny last shard would leave infini-gram's indexer one CPU for every shard (:func:`indexer_cpus`)."""
-    ends = np.cumsum(doc_lengths.astype(np.int64) + 1)  # each document with its separator
-    n_shards = min(len(ends), max(1, -(-int(ends[-1]) // max(1, int(shard_tokens)))))
-    cuts = [ends[-1] * (i + 1) / n_shards for i in range(n_shards - 1)]
-    bounds = np.unique(np.searchsorted(ends, cuts, side="left") + 1).tolist()
-    bounds = [b for b in bounds if 0 < b < len(ends)] + [len(ends)]
-    return np.diff([0] + bounds).tolist()
+class ShardStream:
+    """infini-gram shards cut while the corpus is tokenized: a shard is documents up to the one that brings it to
+    ``shard_tokens`` tokens (with their separators), the last shard the rest; as soon as a shard's documents are in
+    the token file it is copied out and its table sorted (:func:`write_table`) in a background thread, so sorting
+    overlaps tokenizing. Up to as many shards are sorted at once as there are cores and ``mem_gb`` holds. Shards are
+    written under temporary names and renamed in :meth:`finish`, once their number, and so the engine's name order
+    (:func:`_shard_names`), is known."""
+
+    def __init__(self, out: Path, shard_tokens: int | None, width: int, mem_gb: int, parallel_for: int = 0):
+        self.out, self.width = out, width
+        self.shard_tokens = int(shard_tokens) if shard_tokens else None
+        shard_bytes = max(1, parallel_for or width * (self.shard_tokens or 1))
+        parallel = max(1, min(available_cores(), int(mem_gb * 2**30) // (_SORT_BYTES_PER_BYTE * shard_bytes)))
+        self.pool = ThreadPoolExecutor(parallel)
+        self.futures: list = []
+        self.docs_per_shard: list[int] = []
+        self.pending = np.empty(0, dtype=np.int64)  # bytes of each document written but not yet in a shard
+        self.src = None
+
+    def _part(self, kind: str, k: int) -> Path:
+        return self.out / f"{kind}.part{k}"
+
+    def cut(self, src, doc_bytes: np.ndarray) -> None:
+        """The next shard: documents of ``doc_bytes`` bytes each, read from ``src`` where the last shard ended."""
+        k = len(self.docs_per_shard)
+        np.concatenate([[0], np.cumsum(doc_bytes[:-1])]).astype(np.uint64).tofile(self._part("offset", k))
+        with open(self._part("tokenized", k), "wb") as dst:
+            _copy(src, dst, int(doc_bytes.sum()))
+        self.docs_per_shard.append(len(doc_bytes))
+        self.futures.append(self.pool.submit(write_table, self._part("tokenized", k), self._part("table", k),
+                                             self.width))
+
+    def written(self, tokens_file: Path, lengths: np.ndarray) -> None:
+        """``tokens_file`` (flushed) now also holds documents of ``lengths`` tokens: cut the shards they complete."""
+        if self.src is None:
+            self.src = open(tokens_file, "rb")
+        self.pending = np.concatenate([self.pending, (np.asarray(lengths, dtype=np.int64) + 1) * self.width])
+        ends = np.cumsum(self.pending) // self.width  # tokens up to each pending document's end
+        first = 0
+        while True:
+            last = int(np.searchsorted(ends, (ends[first - 1] if first else 0) + self.shard_tokens, side="left"))
+            if last >= len(ends):
+                break
+            self.cut(self.src, self.pending[first:last + 1])
+            first = last + 1
+        self.pending = self.pending[first:]
+
+    def finish(self, tokens_file: Path) -> list[int]:
+        """Cut the last shard, wait for every table, give the shards their final names; documents per shard."""
+        if len(self.pending):
+            if self.src is None:
+                self.src = open(tokens_file, "rb")
+            self.cut(self.src, self.pending)
+            self.pending = self.pending[:0]
+        try:
+            for f in self.futures:
+                f.result()
+        except (MemoryError, OSError) as err:
+            raise MemlabError(f"infini-gram table build failed in {self.out} ({err}); check free disk space and "
+                              "memory (param mem_gb, or smaller shards: shard_tokens)") from None
+        finally:
+            self.close()
+        for k, name in enumerate(_shard_names(len(self.docs_per_shard))):
+            for kind in ("tokenized", "offset", "table"):
+                self._part(kind, k).rename(self.out / f"{kind}.{name}")
+        return [int(n) for n in self.docs_per_shard]
+
+    def close(self) -> None:
+        """Stop: queued sorts are dropped, running ones awaited (a failed build then removes the folder)."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.src is not None:
+            self.src.close()
+            self.src = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _copy(src, dst, nbytes: int, block: int = 1 << 24) -> None:
