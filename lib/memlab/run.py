@@ -19,12 +19,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Mapping
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from memlab.config import CONF_DIR, check_experiment, compose, required_dtypes, required_threads
+from memlab.config import CONF_DIR, check_experiment, compose, required_threads
 from memlab.errors import ConfigError, MemlabError
 from memlab.schema import check_like_defaults, validate_tree
 
@@ -102,6 +103,28 @@ def execute(cfg: DictConfig, key: str) -> Path:
     print(f"memlab: {name} [{key}] done in {time.time() - t0:.0f}s; {len(metrics)} metrics in "
           f"{final / 'metrics.json'}", file=sys.stderr)
     return final
+
+
+def required_dtypes(cfg: Mapping) -> dict[str, str]:
+    """Weight dtype each model a run requires loads, as :func:`required_threads` finds their configs, with
+    ``bfloat16_if_fast`` resolved on this machine (bfloat16 or float32): ``run.json`` records it."""
+    import yaml
+
+    out: dict[str, str] = {}
+    template = str((cfg.get("model") or {}).get("dtype") or "float32")
+    for path in (cfg.get("requires") or {}).get("models") or []:
+        parts = str(path).rstrip("/").split("/")
+        if len(parts) >= 3 and parts[1] == "tiny-neox":
+            out[parts[2]] = template
+        elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
+            spec = yaml.safe_load((CONF_DIR / "model" / f"{parts[-1]}.yaml").read_text()) or {}
+            out[parts[-1]] = str(spec.get("dtype") or "float32")
+    if any(d == "bfloat16_if_fast" for d in out.values()):
+        from memlab.backends.hf import BF16_IF_FAST, bf16_is_fast
+
+        fast = "bfloat16" if bf16_is_fast() else "float32"
+        out = {k: fast if d == BF16_IF_FAST else d for k, d in out.items()}
+    return out
 
 
 def _write_run_json(out_dir: Path, key: str, t0: float, threads: dict[str, int], dtypes: dict[str, str]) -> None:
