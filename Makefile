@@ -36,22 +36,23 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 # llama-cpp-python[server]: the real OpenAI-compatible server the served-scoring test starts (prompt log-probs).
-# PyPI has only its sdist, and the source build takes ~6 min on 2 cores: it is built ONCE into a wheel under
-# .cache/wheels and installed from there (a fresh clone pays the build once, inside `make test`). Not in the
-# [test] extra: that would rebuild it from source in every fresh venv, on every change of pyproject/lock.
+# PyPI has only its sdist, and the source build takes 6–8 min on 2 cores: it is built ONCE per machine into a
+# wheel in the user's cache ($XDG_CACHE_HOME or ~/.cache, memlab/wheels; `make LLAMA_WHEELS=dir` to move it), like
+# pip's own cache, and installed from there: a fresh clone or venv reuses it, the first one on a machine pays the
+# build inside `make test`. Not in the [test] extra: that would rebuild it from source in every fresh venv.
 # The version is pinned once, in requirements.lock (with its server-only dependencies). GGML_NATIVE=OFF: a
 # -march=native build uses AMX on this CPU, which the VM does not enable (general protection fault on the first
 # matmul), and would not be portable; OFF gives AVX2/FMA/F16C. LLAVA_BUILD=OFF: no multimodal library needed.
 # --no-cache-dir: pip's own wheel cache ignores CMAKE_ARGS.
 LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements.lock)
-LLAMA_WHEELS := .cache/wheels
+LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/memlab/wheels
 LLAMA_STAMP := $(VENV)/.llama-cpp-$(LLAMA_CPP_VERSION)
 .PHONY: llama-cpp
 llama-cpp: $(LLAMA_STAMP)
 
 $(LLAMA_STAMP): $(STAMP)
 	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
-	  echo "memlab: building llama-cpp-python $(LLAMA_CPP_VERSION) once into $(LLAMA_WHEELS)/ (~6 min on 2 cores)"; \
+	  echo "memlab: building llama-cpp-python $(LLAMA_CPP_VERSION) once into $(LLAMA_WHEELS)/ (6–8 min on 2 cores)"; \
 	  mkdir -p $(LLAMA_WHEELS) && CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	    $(PY) -m pip wheel -q --no-cache-dir --no-deps -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION) $(QUIET_PIP); }
 	$(PY) -m pip install -q -c requirements.lock --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \

