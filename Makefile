@@ -91,8 +91,12 @@ models: setup dvc.yaml
 zoo: setup dvc.yaml
 	$(VENV)/bin/dvc repro --glob 'zoo-*'
 
+# The suite runs on every core, up to 4 (pytest-xdist; several tests load a pretrained model, ~1 GB each;
+# `make test TEST_WORKERS=1` for one process). worksteal: a worker that runs out of tests takes half of another's
+# queue, so one long file does not leave a core idle.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 test: setup llama-cpp
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
 bench: setup
 	$(PY) -m memlab.bench

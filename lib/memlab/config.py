@@ -49,23 +49,29 @@ def experiment_names() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 
-def required_threads(cfg: Mapping) -> dict[str, int]:
-    """Torch threads of each model a run requires (``requires.models``): a model converted into
-    ``models/<name>`` runs at the ``threads`` of ``conf/model/<name>.yaml``; zoo checkpoints
-    (``models/tiny-neox/<family>``) at the run's model template (``model.threads``). ``make reproduce`` packs
-    stages onto cores by the largest of these, and ``run.json`` records them."""
+def required_model_setting(cfg: Mapping, key: str, fallback):
+    """One setting (``key``, e.g. ``threads`` or ``dtype``) of each model a run requires (``requires.models``),
+    by model name: a model converted into ``models/<name>`` takes it from ``conf/model/<name>.yaml``; zoo
+    checkpoints (``models/tiny-neox/<family>``) from the run's model template (``model.<key>``); ``fallback``
+    where the config leaves it empty."""
     import yaml
 
-    out: dict[str, int] = {}
-    template = int((cfg.get("model") or {}).get("threads") or 1)
+    out: dict = {}
+    template = (cfg.get("model") or {}).get(key) or fallback
     for path in (cfg.get("requires") or {}).get("models") or []:
         parts = str(path).rstrip("/").split("/")
         if len(parts) >= 3 and parts[1] == "tiny-neox":
             out[parts[2]] = template
         elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
             spec = yaml.safe_load((CONF_DIR / "model" / f"{parts[-1]}.yaml").read_text()) or {}
-            out[parts[-1]] = int(spec.get("threads") or 1)
+            out[parts[-1]] = spec.get(key) or fallback
     return out
+
+
+def required_threads(cfg: Mapping) -> dict[str, int]:
+    """Torch threads of each model a run requires (:func:`required_model_setting`). ``make reproduce`` packs
+    stages onto cores by the largest of these, and ``run.json`` records them."""
+    return {name: int(n) for name, n in required_model_setting(cfg, "threads", 1).items()}
 
 
 def check_experiment(name: str | None) -> None:

@@ -25,7 +25,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from memlab.config import CONF_DIR, check_experiment, compose, required_threads
+from memlab.config import CONF_DIR, check_experiment, compose, required_model_setting, required_threads
 from memlab.errors import ConfigError, MemlabError
 from memlab.schema import check_like_defaults, validate_tree
 
@@ -106,19 +106,9 @@ def execute(cfg: DictConfig, key: str) -> Path:
 
 
 def required_dtypes(cfg: Mapping) -> dict[str, str]:
-    """Weight dtype each model a run requires loads, as :func:`required_threads` finds their configs, with
+    """Weight dtype each model a run requires loads (:func:`memlab.config.required_model_setting`), with
     ``bfloat16_if_fast`` resolved on this machine (bfloat16 or float32): ``run.json`` records it."""
-    import yaml
-
-    out: dict[str, str] = {}
-    template = str((cfg.get("model") or {}).get("dtype") or "float32")
-    for path in (cfg.get("requires") or {}).get("models") or []:
-        parts = str(path).rstrip("/").split("/")
-        if len(parts) >= 3 and parts[1] == "tiny-neox":
-            out[parts[2]] = template
-        elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
-            spec = yaml.safe_load((CONF_DIR / "model" / f"{parts[-1]}.yaml").read_text()) or {}
-            out[parts[-1]] = str(spec.get("dtype") or "float32")
+    out = {name: str(d) for name, d in required_model_setting(cfg, "dtype", "float32").items()}
     if any(d == "bfloat16_if_fast" for d in out.values()):
         from memlab.backends.hf import BF16_IF_FAST, bf16_is_fast
 
