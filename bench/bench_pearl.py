@@ -5,7 +5,8 @@ test suite's micro model (trained in seconds, cached). The same documents and PE
 through an uncached HF backend: ``batch_size`` = 32 (batched) and 1 (one prompt at a time). Reported: wall
 times, the speed-up ratio, generated samples per second, and the share of outputs that are identical —
 greedy decoding (temperature 0) must give identical outputs; sampled decoding should too, since sample j is a
-pure function of (model, request, seed, j), up to float rounding of padded attention.
+pure function of (model, request, seed, j), up to float rounding of padded attention. Then the shared-prefix
+prefill against the padded one on a pretrained model (:func:`shared_prefill`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,51 @@ def run(quick: bool = False) -> dict:
             f"{mode}_identical_sensitivity": all(abs(a.sensitivity - b.sensitivity) < 1e-12
                                                  for a, b in zip(r_batched, r_single)),
         })
+    out.update(shared_prefill(quick))
     return out
+
+
+def shared_prefill(quick: bool) -> dict:
+    """pearl_wild's shape — SmolLM2-135M-Instruct in its chat template, first 64 words, completion and
+    summarization, 16 new tokens, i = 1 — with
+    each row's prefill starting from the longest prefix it shares with its batch (the default) and with the padded
+    batch prefilled whole, side by side in one process, alternating (two rounds). Skipped when the model is not
+    built (`make models`)."""
+    from memlab.backends.factory import build_backend
+    from memlab.backends.hf import HFBackend
+    from memlab.data.corpora import load_corpus
+    from memlab.data.sampling import sample_docs
+    from memlab.methods.pearl.engine import run_pearl
+    from memlab.schema import method_config
+
+    folder = REPO / "models" / "smollm2-135m-instruct"
+    if not (folder / "config.json").is_file():
+        return {"prefill_skipped": f"{folder.relative_to(REPO)} is not built (make models)"}
+    docs = sample_docs([d for d in load_corpus("kjv", unit="chapter") if len(d.text.split()) >= 64],
+                       2 if quick else 6, 0)
+    cfgs = [method_config("pearl", ["method.task.max_input_words=64", "method.task.max_new_tokens=16",
+                                    "method.samples=1", "method.verbatim_words=0", "method.task.style=chat",
+                                    f"method.task.name=text_{task}"]) for task in ("completion", "summarization")]
+    backend = build_backend({"backend": "hf", "path": str(folder), "dtype": "float32", "threads": 1,
+                             "batch_size": 8}, None)
+    shared = HFBackend._shared_prefill
+    times: dict[str, list[float]] = {"shared": [], "padded": []}
+    outputs: dict[str, list] = {}
+    try:
+        for _ in range(2):
+            for mode in ("shared", "padded"):
+                HFBackend._shared_prefill = shared if mode == "shared" else (lambda self, prompts, width, max_len: None)
+                t0 = time.perf_counter()
+                res = [r for cfg in cfgs for r in run_pearl(backend, docs, cfg, keep_outputs=True)]
+                times[mode].append(time.perf_counter() - t0)
+                outputs.setdefault(mode, res)
+    finally:
+        HFBackend._shared_prefill = shared
+    best = {mode: min(t) for mode, t in times.items()}
+    return {"prefill_model": "smollm2-135m-instruct (float32, chat)", "prefill_docs": len(docs),
+            "prefill_shared_s": round(best["shared"], 2), "prefill_padded_s": round(best["padded"], 2),
+            "prefill_shared_over_padded": round(best["shared"] / best["padded"], 3),
+            "prefill_identical_outputs": _identical(outputs["shared"], outputs["padded"])}
 
 
 if __name__ == "__main__":

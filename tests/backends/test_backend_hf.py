@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -98,6 +99,49 @@ def test_sampling_depends_only_on_request_seed_and_index(micro_family, micro_bac
     assert len(set(mixed.texts)) > 1
     other_seed = micro_backend.generate([Req(prompt=ps[1], max_new_tokens=16, temperature=1.0, n=3, seed=12)])[0]
     assert other_seed.texts != alone.texts
+
+
+@pytest.mark.parametrize("kv_cache", ["static", "dynamic"])
+def test_rows_share_the_prefill_of_a_common_prefix(micro_family, kv_cache, monkeypatch):
+    """A row's prompt is prefilled from the longest prefix it shares with a row of its batch computed before it
+    (the i samples of a request share all of it, a perturbed copy the text before its first change): fewer tokens
+    go through the model, and every sample, greedy and seeded, has the tokens of a batch that prefills each padded
+    row itself."""
+    from memlab.backends.hf import HFBackend
+
+    backend = build_backend({**micro_family.model_cfg, "batch_size": 8, "kv_cache": kv_cache})
+    ps = prompts(micro_family)
+    words = ps[5].split()
+    changed = " ".join(words[:12] + ["Zebra"] + words[13:])  # same length class, differs from word 13 on
+    reqs = [Req(prompt=ps[5], max_new_tokens=12, temperature=1.0, n=3, seed=3),
+            Req(prompt=changed, max_new_tokens=12, temperature=1.0, n=2, seed=3),
+            Req(prompt=ps[5], max_new_tokens=12), Req(prompt=ps[2], max_new_tokens=12)]
+    fed: list[int] = []
+    forward = backend.model.forward
+
+    @functools.wraps(forward)  # generate() reads the signature to decide what it passes (position ids, ...)
+    def counting(*args, **kwargs):
+        fed.append(kwargs["input_ids"].numel())
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(backend.model, "forward", counting)
+    shared = backend.generate(reqs)
+    prefilled = sum(fed) - 12 * 8 + 1  # minus the decoding steps (one token per row each, the first one included)
+    lengths = {r: len(backend.prompt_ids(r)) for r in reqs}
+    padded = 8 * max(lengths.values())
+    own = 3 * lengths[reqs[0]] + 2 * lengths[reqs[1]] + lengths[reqs[2]] + lengths[reqs[3]]
+    assert prefilled < lengths[reqs[0]] + lengths[reqs[1]] + lengths[reqs[3]] < own < padded
+    monkeypatch.setattr(HFBackend, "_shared_prefill", lambda self, prompts, width, max_len: None)
+    fed.clear()
+    alone = backend.generate(reqs)
+    assert sum(fed) >= padded
+    assert [[s.token_ids for s in g.samples] for g in shared] == [[s.token_ids for s in g.samples] for g in alone]
+    assert len(set(shared[0].texts)) > 1
+
+
+def test_one_token_prompts_fall_back_to_the_padded_prefill(micro_backend):
+    g = micro_backend.generate([Req(prompt="", max_new_tokens=4, temperature=1.0, n=2), Req(prompt="The", max_new_tokens=4)])
+    assert all(len(s.token_ids) > 0 for x in g for s in x.samples)
 
 
 def test_top_p_nucleus(micro_family, micro_backend):

@@ -118,7 +118,9 @@ def nonmember_rate_falls(res, c: Claim) -> Finding:
 def code_over_unseen(res, c: Claim) -> Finding:
     """Completion task, one-sided Mann–Whitney U of each likely-seen source vs its domain's post-cutoff set (HumanEval
     vs post-cutoff code, KJV vs post-2024 release notes): reproduced iff HumanEval or KJV is significantly higher
-    (p < 0.05) for some model; not comparable below 10 documents per source. Our value: the smallest p."""
+    for some model, at family-wise 0.05 over the tests made (Bonferroni: the smallest p times their number — the
+    claim is "some likely-seen source, some model", so each test is a chance to pass); not comparable below 10
+    documents per source. Our value: the Bonferroni-adjusted smallest p."""
     mw = res.tables["seen_vs_unseen_mann_whitney"]
     mw = mw[(mw.task_kind == "completion") & mw.source.isin(["humaneval", "kjv"])]
     n = int(min(mw.n_seen.min(), mw.n_unseen.min())) if len(mw) else 0
@@ -126,8 +128,10 @@ def code_over_unseen(res, c: Claim) -> Finding:
     if n < MIN_WILD_N:
         return Finding(None, None, setting, "not comparable", f"{n} documents per source (profile=full runs 100): "
                        "too few for a test of medians; GPT-4o in the paper, 135M–270M models here")
-    p = float(mw.p_one_sided.min())
-    return Finding(p, None, setting, _verdict(p < 0.05), f"smallest one-sided p = {p:.3g}")
+    p, tests = float(mw.p_one_sided.min()), len(mw)
+    adjusted = min(1.0, p * tests)
+    return Finding(adjusted, None, setting, _verdict(adjusted < 0.05),
+                   f"smallest one-sided p = {p:.3g}, × {tests} tests (Bonferroni) = {adjusted:.3g}")
 
 
 @rule("pearl_wild_task_dependence")
