@@ -186,7 +186,35 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
         "greedy_outputs_identical_count": sum(same),
         "batch_sizes": {} if model_path else _batch_sizes(quick),
         "dtypes": {} if model_path else _dtypes(quick),
+        "output_layer": _output_layer(quick),
     }
+
+
+def _output_layer(quick: bool) -> dict:
+    """A wide output layer as the backend computes it for few rows (weight @ rows.T, :func:`memlab.backends.hf.
+    _transposed_output_layer`) vs the plain rows @ weight.T, random float32 weights of Gemma-3's and SmolLM2's
+    shapes, one thread, the two alternating; medians in ms."""
+    import statistics
+
+    import torch
+    import torch.nn.functional as F
+
+    out = {}
+    for label, (words, hidden) in {"gemma3_262144x640": (262144, 640), "smollm2_49152x576": (49152, 576)}.items():
+        weight = torch.randn(words, hidden)
+        for rows in (1, 8) if quick else (1, 8, 32):
+            x = torch.randn(rows, hidden)
+            times: dict[str, list[float]] = {"plain": [], "transposed": []}
+            for _ in range(3 if quick else 7):
+                for mode, f in (("plain", lambda: F.linear(x, weight)),
+                                ("transposed", lambda: torch.mm(weight, x.T).T.contiguous())):
+                    t0 = time.perf_counter()
+                    f()
+                    times[mode].append(time.perf_counter() - t0)
+            plain, transposed = statistics.median(times["plain"]), statistics.median(times["transposed"])
+            out[f"{label}_rows{rows}"] = {"plain_ms": round(plain * 1e3, 1), "transposed_ms": round(transposed * 1e3, 1),
+                                          "transposed_over_plain": round(transposed / plain, 3)}
+    return out
 
 
 if __name__ == "__main__":

@@ -332,3 +332,34 @@ def test_bf16_if_fast_loads_float32_without_bf16_units(micro_family):
     assert here.numerics.split("/")[0] == ("bfloat16" if bf16_is_fast() else "float32")
     cfg = {"requires": {"models": ["models/smollm2-135m-instruct"]}}
     assert required_dtypes(cfg) == {"smollm2-135m-instruct": "bfloat16" if bf16_is_fast() else "float32"}
+
+
+def test_wide_output_layer_is_computed_transposed_for_few_rows():
+    """A ≥ 32k-word output layer on ≤ 64 rows runs as weight @ rows.T: the same logits up to float rounding (and
+    the same greedy tokens); more rows, or a narrow layer, keep the plain product bit for bit."""
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from memlab.backends.hf import TALL_OUTPUT_MAX_ROWS, TALL_OUTPUT_WORDS, _transposed_output_layer
+
+    torch.manual_seed(0)
+    wide = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=TALL_OUTPUT_WORDS + 5, hidden_size=32, num_hidden_layers=1,
+                                            num_attention_heads=2, intermediate_size=64)).eval()
+    head = wide.get_output_embeddings()
+    x = torch.randn(2, 3, 32)
+    many = torch.randn(TALL_OUTPUT_MAX_ROWS + 1, 32)
+    ids = torch.tensor([[5, 9, 200, 31000]])
+    with torch.inference_mode():
+        plain, plain_many = head(x), head(many)
+        before = wide.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=0)
+    _transposed_output_layer(wide)
+    with torch.inference_mode():
+        fast = head(x)
+        assert fast.shape == plain.shape and fast.is_contiguous()
+        torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-5)
+        assert torch.equal(fast.argmax(-1), plain.argmax(-1))
+        assert torch.equal(head(many), plain_many)
+        assert torch.equal(wide.generate(ids, max_new_tokens=6, do_sample=False, pad_token_id=0), before)
+    narrow = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1,
+                                              num_attention_heads=2, intermediate_size=64))
+    _transposed_output_layer(narrow)
+    assert "forward" not in vars(narrow.get_output_embeddings())
