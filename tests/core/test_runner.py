@@ -126,3 +126,26 @@ def test_executed_notebook_html_loads_nothing_remote(tmp_path):
     html = path.with_suffix(".html").read_text()
     assert "print" in html
     assert not re.search(r"<script[^>]*\ssrc=\"https?://", html)
+
+
+def test_the_runner_validates_notebooks_without_compiling_the_iri_grammar(tmp_path):
+    """The runner's process skips jsonschema's optional IRI checker (rfc3987_syntax compiles a grammar on import,
+    3.6 s per run); nbformat still validates: a good notebook passes, a broken one is refused."""
+    code = """
+import sys
+from memlab.run import _without_iri_grammar
+_without_iri_grammar()
+import nbformat, papermill
+nbformat.validate(nbformat.read("notebooks/pearl_mia.ipynb", as_version=4))
+bad = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+bad.cells[0]["cell_type"] = "nope"
+try:
+    nbformat.validate(bad)
+except nbformat.ValidationError:
+    print("refused")
+print(sys.modules["rfc3987_syntax"])
+"""
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["refused", "None"]
