@@ -81,3 +81,28 @@ def test_save_as_safetensors_roundtrip_drops_gguf_quantization(tmp_path):
         assert torch.equal(model(ids).logits, reloaded(ids).logits)
     assert AutoTokenizer.from_pretrained(out)("the earth")["input_ids"] == tok("the earth")["input_ids"]
     assert not (tmp_path / "out.tmp").exists()
+
+
+def test_one_gguf_parse_shares_one_reader_per_file_inside_the_block_only(tmp_path):
+    import gguf
+    import numpy as np
+
+    from memlab.models.convert import one_gguf_parse
+
+    path = tmp_path / "tiny.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_string("general.name", "tiny")
+    w.add_token_list(["a", "bb", "ccc"])
+    w.add_tensor("token_embd.weight", np.arange(12, dtype=np.float32).reshape(3, 4))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    original = gguf.GGUFReader
+    with one_gguf_parse():
+        first, again = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+        other_mode = gguf.GGUFReader(path, "c")
+        assert first is again and other_mode is not first
+    assert gguf.GGUFReader is original and gguf.GGUFReader(path) is not first
+    fresh = gguf.GGUFReader(path)
+    assert list(first.fields) == list(fresh.fields)
+    assert [bytes(first.fields["tokenizer.ggml.tokens"].parts[i]) for i in first.fields["tokenizer.ggml.tokens"].data] \
+        == [b"a", b"bb", b"ccc"]
+    assert np.array_equal(first.tensors[0].data, fresh.tensors[0].data)
