@@ -87,7 +87,7 @@ def test_one_gguf_parse_shares_one_reader_per_file_inside_the_block_only(tmp_pat
     import gguf
     import numpy as np
 
-    from memlab.backends.hf import one_gguf_parse
+    from memlab.gguf_parse import one_gguf_parse
 
     path = tmp_path / "tiny.gguf"
     w = gguf.GGUFWriter(str(path), "llama")

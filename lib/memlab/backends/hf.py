@@ -18,9 +18,9 @@ import math
 import os
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from memlab.backends.base import GenerationRequest, Message, Sample, TokenScores, Usage, render_plain_chat
 from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult, sample_seed, truncate_at_stop
 from memlab.errors import ConfigError, MemlabError
+from memlab.gguf_parse import one_gguf_parse
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
@@ -54,30 +55,6 @@ def _looks_like_hub_id(path: str) -> bool:
         return False
     parent = Path(path).parent
     return str(parent) == "." or not parent.is_dir()
-
-
-@contextmanager
-def one_gguf_parse() -> Iterator[None]:
-    """transformers opens a GGUF three times (the tokenizer, the config, the weights; here and in
-    memlab.models.convert), and each ``GGUFReader``
-    parses all of its metadata in Python, a numpy slice per vocabulary string: ~24 s each for Gemma-3's 262k
-    words on this machine (py-spy), 73 of the 133 s its conversion took. Inside this block a path is parsed
-    once and its reader shared (read-only: a memory map of the file)."""
-    import gguf
-
-    original, readers = gguf.GGUFReader, {}
-
-    def shared(path, mode="r"):
-        key = (str(Path(path).resolve()), mode)
-        if key not in readers:
-            readers[key] = original(path, mode)
-        return readers[key]
-
-    gguf.GGUFReader = shared
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = original
 
 
 def weights_revision(folder: Path, gguf_file: str | None = None) -> str:

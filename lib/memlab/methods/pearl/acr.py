@@ -30,31 +30,15 @@ Deterministic: the search of (document, length) draws from a generator seeded wi
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MemlabError
+from memlab.methods.pearl.acr_params import AcrParams
 from memlab.methods.pearl.perturb import derive_seed
-from memlab.schema import check
-
-
-@dataclass(frozen=True)
-class AcrParams:
-    """``params.acr`` of conf/experiment/pearl_epochs.yaml (no defaults here)."""
-
-    epochs: list[int] = field(metadata=check(ge=0, nonempty=True))       # checkpoints searched
-    docs_per_split: int = field(metadata=check(ge=1))   # the first n members and first n non-members given
-    target_offset: int = field(metadata=check(ge=0))    # x starts at this token of the document
-    target_tokens: int = field(metadata=check(ge=2))    # |x|
-    prompt_lengths: list[int] = field(metadata=check(ge=1, nonempty=True))   # tried in increasing order
-    steps: int = field(metadata=check(ge=1))            # GCG steps per length at most
-    top_k: int = field(metadata=check(ge=1))            # candidate tokens per prompt position
-    batch_size: int = field(metadata=check(ge=1))       # candidates evaluated per step
-    seed: int
-    threads: int = field(metadata=check(ge=1))
 
 
 @dataclass

@@ -16,7 +16,7 @@ from memlab.data.sampling import sample_docs
 from memlab.errors import ConfigError
 from memlab.methods.pearl import plots
 from memlab.methods.pearl import tables as T
-from memlab.methods.pearl.acr import AcrParams, acr_figure, acr_table
+from memlab.methods.pearl.acr_params import AcrParams
 from memlab.methods.pearl.calibration import calibrate_alpha
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.results import StudyResult
@@ -151,6 +151,8 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
     res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, st.score))
     last = flags[flags.epoch == max(st.epochs)]
     res.metric(**{f"final_share_{r.kind}_{r.split}_a{r.alpha}": r.share for r in last.itertuples()})
+    from memlab.methods.pearl.acr import acr_figure, acr_table  # torch: imported when the study runs
+
     acr = acr_table(catalog, st.family, st.size, members + nonmembers, p.acr, progress=True)
     res.table("acr_scores", acr.round(4))
     res.figure("acr_vs_epoch_and_pearl", acr_figure(acr, df, score=st.score, alpha=method.alpha))
