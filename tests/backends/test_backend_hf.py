@@ -226,7 +226,10 @@ def test_score_batch_size_bounds_scoring_passes(micro_family, micro_backend):
     """score_batch_size (rows per teacher-forced pass) is apart from batch_size (rows per generation pass)."""
     narrow = build_backend({**micro_family.model_cfg, "batch_size": 4, "score_batch_size": 2})
     assert (narrow.batch_size, narrow.score_batch_size) == (4, 2)
-    assert micro_backend.score_batch_size == micro_backend.batch_size == 4  # unset: the generation batch size
+    unset = {k: v for k, v in micro_family.model_cfg.items() if k != "score_batch_size"}
+    plain = build_backend({**unset, "batch_size": 4})
+    assert plain.score_batch_size == plain.batch_size == 4  # unset: the generation batch size
+    plain.close()
     passes: list[int] = []
     hook = narrow.model.register_forward_hook(lambda mod, args, kwargs_out: passes.append(1))
     try:
