@@ -57,6 +57,26 @@ def test_bitflip_token_unit_flips_one_bit_in_k_percent_of_the_words():
                {i for i, (a, b) in enumerate(zip(hi.text.split(), words)) if a != b}
 
 
+def test_distinct_levels_variant_gives_each_level_one_more_flipped_word_on_short_inputs():
+    text = " ".join((TEXT * 2).split()[:51])  # pearl_wild's input length: 51 words
+    words = text.split()
+    paper = bit_flip_all(text, pert(unit="token", rate=0.01), seed=3)
+    assert [p.n_changed for p in paper] == [0, 1, 1, 2, 2, 3]  # round(k · 0.51), at least 1
+    assert paper[1].text == paper[2].text and paper[3].text == paper[4].text  # the collapse the variant removes
+    distinct = bit_flip_all(text, pert(unit="token", rate=0.01, distinct_levels=True), seed=3)
+    assert [p.n_changed for p in distinct] == [0, 1, 2, 3, 4, 5]
+    assert len({p.text for p in distinct}) == 6
+    for p in distinct[1:]:
+        assert sum(a != b for a, b in zip(words, p.text.split())) == p.n_changed
+    assert [p.text for p in paper[:2]] == [p.text for p in distinct[:2]]  # same seeded order: nested, same first flip
+    # long inputs, where the papers' m grows by >= 1 per level anyway: the variant changes nothing
+    long = " ".join((TEXT * 12).split()[:300])
+    assert [p.text for p in bit_flip_all(long, pert(unit="token", rate=0.01), seed=3)] == \
+           [p.text for p in bit_flip_all(long, pert(unit="token", rate=0.01, distinct_levels=True), seed=3)]
+    # capped at the candidates: a 3-word text cannot have 5 distinct levels
+    assert [p.n_changed for p in bit_flip_all("one two three", pert(distinct_levels=True), seed=0)] == [0, 1, 2, 3, 3, 3]
+
+
 def test_bitflip_changes_exactly_m_bytes_one_bit_each():
     cfg = pert(kind="bitflip", unit="byte", rate=0.01)
     out = bit_flip_all(TEXT, cfg, seed=7)

@@ -14,6 +14,12 @@ input", seed 003 Table 9), or on UTF-8 bytes or bits (variants):
     m(k) = ⌊k · rate · N + ½⌋                  unit = "byte"  (k % of the bytes)
     m(k) = ⌊k · rate · 8N + ½⌋                 unit = "bit"   (k % of the bits)
     m(k) = max(1, m(k)) for k ≥ 1 when min_one  (so level 1 changes something even in short texts)
+    m(k) = max(m(k), m(k′) + 1) when distinct_levels, k′ the previous configured level (variant, off by default)
+
+On short inputs the papers' rounding gives adjacent levels the same m (51 words at rate 0.01: m = 1, 1, 2, 2, 3 for
+k = 1…5), so their inputs are identical and their outputs differ only by sampling. ``distinct_levels`` makes each
+level flip at least one more token than the one before (51 words: m = 1, 2, 3, 4, 5); on long inputs, where
+the papers' m already grows by ≥ 1 per level, it changes nothing. Either way m(k) is capped at the candidates.
 
 unit = "token": m(k) distinct word tokens are chosen and in each one byte gets exactly one bit flipped (a black-box
 model has no tokenizer we can see, so a token is a whitespace-delimited word; the authors' code flips bits of the
@@ -65,6 +71,7 @@ class PerturbationConfig:
     unit: str = field(metadata=check(choices=("token", "byte", "bit")))
     rate: float = field(metadata=check(gt=0, le=1))
     min_one: bool
+    distinct_levels: bool
     ascii_safe: bool
     # synonym substitution
     words_per_level: int = field(metadata=check(ge=1))
@@ -117,6 +124,16 @@ def n_flips(n_units: int, k: int, cfg: PerturbationConfig) -> int:
     return max(1, m) if cfg.min_one else m
 
 
+def level_flips(n_units: int, cfg: PerturbationConfig) -> list[int]:
+    """m(k) for each configured level, in order: :func:`n_flips`, raised to one more than the previous level's when
+    ``distinct_levels`` (before capping at the number of candidates)."""
+    out: list[int] = []
+    for k in cfg.levels:
+        m = n_flips(n_units, k, cfg)
+        out.append(max(m, out[-1] + 1) if cfg.distinct_levels and k > 0 else m)
+    return out
+
+
 def _check_text(text: str) -> None:
     if not isinstance(text, str) or not text.strip():
         raise MemlabError("PEARL got an empty input text; drop empty documents before perturbing")
@@ -150,8 +167,8 @@ def _apply_levels(data: bytearray, flips: list[tuple[int, int]], n_units: int,
                   cfg: PerturbationConfig) -> list[Perturbed]:
     """Level k applies the first m(k) of ``flips`` (byte position, bit), so the levels nest."""
     out = []
-    for k in cfg.levels:
-        m = min(n_flips(n_units, k, cfg), len(flips))
+    for k, m in zip(cfg.levels, level_flips(n_units, cfg)):
+        m = min(m, len(flips))
         buf = bytearray(data)
         for pos, bit in flips[:m]:
             buf[pos] ^= 1 << bit
