@@ -141,11 +141,8 @@ class PieceCachedEncoder:
         n = scan.scan(cps, cls, starts, ends, ps, pe, per_text)
         return n, ps[:n], pe[:n], per_text
 
-    def _add(self, big: str, cps, ps, pe, hashes, entries) -> None:
-        """Cache the pieces of ``entries == -1`` (each distinct one once, encoded by the tokenizer)."""
-        where = np.flatnonzero(entries == -1)
-        if not len(where):
-            return
+    def _add(self, big: str, cps, ps, pe, hashes, where) -> None:
+        """Cache the pieces ``where`` (not cached yet; each distinct one once, encoded by the tokenizer)."""
         _, first = np.unique(hashes[where], return_index=True)
         new = where[np.sort(first)]  # in text order: the cache's order does not depend on hashing
         starts, ends = ps[new], pe[new]
@@ -164,9 +161,14 @@ class PieceCachedEncoder:
         self.ids.extend(np.fromiter(itertools.chain.from_iterable(id_lists), dtype=np.int64, count=int(n_ids.sum())))
         self.id_offsets.extend(self.id_offsets.view()[-1] + np.cumsum(n_ids))
 
-    def _find(self, cps, ps, pe, hashes, entries) -> None:
-        scan.find(cps, ps, pe, hashes, len(hashes), self.slot_hash, self.slot_entry, self.cps.view(),
-                  self.cp_offsets.view(), entries)
+    def _find(self, cps, ps, pe, hashes, entries, which=None) -> None:
+        """Every piece's cache entry into ``entries``, or only the pieces ``which``."""
+        if which is None:
+            scan.find(cps, ps, pe, hashes, len(hashes), self.slot_hash, self.slot_entry, self.cps.view(),
+                      self.cp_offsets.view(), entries)
+        else:
+            scan.find_again(cps, ps, pe, hashes, which, self.slot_hash, self.slot_entry, self.cps.view(),
+                            self.cp_offsets.view(), entries)
 
     def _forget_after(self, k: int) -> None:
         """Forget the cache entries from number ``k`` on (the last ones added)."""
@@ -199,9 +201,10 @@ class PieceCachedEncoder:
             scan.piece_hashes(cps, ps, pe, n, hashes)
             entries = np.empty(n, np.int64)
             self._find(cps, ps, pe, hashes, entries)
-            if (entries == -1).any():
-                self._add(big, cps, ps, pe, hashes, entries)
-                self._find(cps, ps, pe, hashes, entries)
+            missing = np.flatnonzero(entries == -1)
+            if len(missing):
+                self._add(big, cps, ps, pe, hashes, missing)
+                self._find(cps, ps, pe, hashes, entries, missing)
             clash = np.flatnonzero(entries < 0)  # a hash naming another piece: encode that text whole
             if not len(clash):
                 break

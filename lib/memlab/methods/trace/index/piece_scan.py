@@ -103,21 +103,32 @@ def table_for(entry_hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(cache=True, nogil=True)
+def _entry(cps, s, e, h, slot_hash, slot_entry, cached_cps, cp_offsets):
+    """The cache entry of the piece ``cps[s:e]`` (hash ``h``), -1 when not cached, -2 when ``h`` names another
+    piece."""
+    k = slot_entry[_slot(slot_hash, slot_entry, h)]
+    if k >= 0:
+        a, b = cp_offsets[k], cp_offsets[k + 1]
+        if b - a != e - s:
+            return -2
+        for j in range(b - a):
+            if cached_cps[a + j] != cps[s + j]:
+                return -2
+    return k
+
+
+@njit(cache=True, nogil=True)
 def find(cps, piece_start, piece_end, hashes, n, slot_hash, slot_entry, cached_cps, cp_offsets, out):
-    """``out[i]``: the cache entry of piece i, -1 when not cached, -2 when its hash names another piece."""
+    """``out[i]``: the cache entry of piece i (see :func:`_entry`)."""
     for i in range(n):
-        k = slot_entry[_slot(slot_hash, slot_entry, hashes[i])]
-        if k >= 0:
-            a, b = cp_offsets[k], cp_offsets[k + 1]
-            s = piece_start[i]
-            if b - a != piece_end[i] - s:
-                k = -2
-            else:
-                for j in range(b - a):
-                    if cached_cps[a + j] != cps[s + j]:
-                        k = -2
-                        break
-        out[i] = k
+        out[i] = _entry(cps, piece_start[i], piece_end[i], hashes[i], slot_hash, slot_entry, cached_cps, cp_offsets)
+
+
+@njit(cache=True, nogil=True)
+def find_again(cps, piece_start, piece_end, hashes, which, slot_hash, slot_entry, cached_cps, cp_offsets, out):
+    """:func:`find` for the pieces ``which`` only (the ones just added to the cache)."""
+    for i in which:
+        out[i] = _entry(cps, piece_start[i], piece_end[i], hashes[i], slot_hash, slot_entry, cached_cps, cp_offsets)
 
 
 @njit(cache=True, nogil=True)
