@@ -44,7 +44,8 @@ ZOO_JOBS = 1
 # the largest `threads` among the models it requires (memlab.config.required_threads). `meta.after` (from an
 # experiment's `requires.after`) orders an experiment after others whose cached model responses it reuses —
 # for `make reproduce` only: it is no DVC dependency (neither run reads the other's outputs). `meta.minutes`
-# (`requires.minutes`: the run's one-core wall minutes, measured) lets the longest chains start first.
+# (`requires.minutes`: the run's one-core wall minutes, measured; a zoo family's `minutes`: its build's) lets the
+# longest chains start first.
 PY = "python"
 
 
@@ -226,7 +227,8 @@ def stages() -> dict:
             "cmd": f"{PY} -m memlab.models.build --zoo conf/zoo --out models --only {fam} --jobs {ZOO_JOBS}",
             "deps": deps,
             "outs": [_model_out(fam)],
-            "meta": {"cores": min(ZOO_JOBS, len(load_family(fam).sizes))},
+            "meta": {"cores": min(ZOO_JOBS, len(load_family(fam).sizes)),
+                     **({"minutes": float(spec["minutes"])} if spec.get("minutes") is not None else {})},
         }
     for exp in experiment_names():
         full = _compose_with_choices(exp)

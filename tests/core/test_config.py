@@ -103,4 +103,6 @@ def test_every_stage_says_its_cores_and_after_names_planned_experiments():
     # the PEARL runs that reuse each other's cached responses run in that order; nothing waits on itself
     assert stages["exp-pearl_mia"]["meta"]["after"] == ["exp-pearl_epochs"]
     assert all(stages[f"exp-{e}"]["meta"]["minutes"] > 0 for e in EXPERIMENTS)  # every experiment says its minutes
+    zoo = [n for n in stages if n.startswith("zoo-")]  # and every zoo build, from its family file's `minutes`
+    assert zoo and all(stages[n]["meta"]["minutes"] > 0 for n in zoo)
     assert "after" not in stages["exp-recap_feedback"]["meta"]

@@ -27,6 +27,8 @@ Family file format (every key except ``members`` and ``sizes`` has a default)::
                                  # family's same-named size (its weights, architecture and tokenizer);
                                  # ``epoch`` = an int or "final"; ``size`` pins one source size for all.
     split: {max_shared_8gram: 0.05}   # split-hygiene limit (default 0.05), see below
+    minutes: 4.3                 # optional: the build's measured wall minutes, a scheduling hint for
+                                 # `make reproduce` (memlab.reproduce); no effect on the models
 
 Split hygiene (checked by every build before any training, :meth:`Family.check_split`): for each non-member
 the *shared word n-gram fraction* (:mod:`memlab.data.overlap`; n = 6 and 8) against the family's whole
@@ -73,7 +75,7 @@ TRAIN_DEFAULTS = dict(epochs=10, seq_len=128, batch_size=8, lr=3e-3, min_lr_rati
                       weight_decay=0.0, seed=0, threads=1)
 _GROUP_KEYS = {"corpus", "options", "ids", "patterns", "exclude", "count", "seed", "weight"}
 _TOP_KEYS = {"name", "description", "members", "nonmembers", "tokenizer", "sizes", "train", "train_by_size",
-             "init_from", "split"}
+             "init_from", "split", "minutes"}
 SPLIT_DEFAULTS = dict(max_shared_8gram=0.05)
 
 
