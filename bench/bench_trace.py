@@ -30,7 +30,11 @@ Measured side by side (ratios are what matter on this shared machine):
   concat) against ours (one divsufsort pass a shard), wall and CPU seconds, tables checked byte-identical;
 * the same builds on a ~``BIG_CORPUS_MB`` MB corpus (full run only): seeded shuffles of the indexed
   documents' lines, so it is not trivially repeated, generated into the temp dir at bench time; infini-gram
-  in shards of ``BIG_SHARD_TOKENS`` tokens (its peak memory is bounded by the shard, not the corpus).
+  in shards of ``BIG_SHARD_TOKENS`` tokens (its peak memory is bounded by the shard, not the corpus);
+* memory flat in corpus size (full run only): infini-gram builds of the 28 MB corpus, the first half of the big one
+  and the big one, in shards of the same ``FLAT_SHARD_TOKENS`` tokens, and their peak RSS. The 28 MB build is
+  over before two shards are sorted side by side, as they are in the steady state of the larger ones; from
+  half to whole, what grows is what the build keeps per document (24 bytes, :mod:`.corpus_stream`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import numpy as np
 
 BIG_CORPUS_MB = 300        # the "past RAM" case: peak RSS should not grow with it (full run only)
 BIG_SHARD_TOKENS = 25_000_000  # infini-gram shard size for the big corpus
+FLAT_SHARD_TOKENS = 5_000_000  # below the 28 MB corpus's ~10 M tokens: all corpora sorted in shards of one size
 IG_MEM_GB = 4              # memory the infini-gram table sort may use (shards side by side)
 RSS_POLL_S = 0.1           # sampling interval of a build's summed RSS
 
@@ -326,6 +331,16 @@ def run(quick: bool = False) -> dict:
             builds["big_ig"] = _timed_build(big, tok_dir, tmp / "big_ig", "infini_gram", mem_gb=IG_MEM_GB,
                                             shard_tokens=BIG_SHARD_TOKENS)
             shutil.rmtree(tmp / "big_ig")
+            half = tmp / "half.jsonl"  # the first half of the big corpus (the same seeded copies, stopped at half)
+            _shuffled_copies(indexed_file, half, BIG_CORPUS_MB / 2)
+            for name, src in (("flat_ig_28mb", indexed_file), ("flat_ig_half", half), ("flat_ig_big", big)):
+                builds[name] = _timed_build(src, tok_dir, tmp / name, "infini_gram", mem_gb=IG_MEM_GB,
+                                            shard_tokens=FLAT_SHARD_TOKENS)
+                shutil.rmtree(tmp / name)
+            half.unlink()
+            flat = [builds[n] for n in ("flat_ig_28mb", "flat_ig_half", "flat_ig_big")]
+            res["flat_peak_rss_mb"] = [b["peak_rss_mb"] for b in flat]
+            res["flat_peak_rss_growth_half_to_big_mb"] = round(flat[2]["peak_rss_mb"] - flat[1]["peak_rss_mb"], 1)
             big.unlink()
         res["builds"] = builds
 

@@ -52,8 +52,44 @@ def test_streamed_build_equals_former_build(big_corpus, tokenizer, tmp_path, mon
         assert got.dtype == arr.dtype or name in ("doc_starts.npy", "unigram.npy", "text_offsets.npy"), name
         assert np.array_equal(got, arr), name
     assert (index.path / "texts.bin").read_bytes() == b"".join(d.text.encode() for d in big_corpus)
-    assert json.loads((index.path / "ids.json").read_text()) == [d.id for d in big_corpus]
+    # written as the ids come, byte for byte what one json.dumps of the whole list gives
+    assert (index.path / "ids.json").read_text(encoding="utf-8") == json.dumps([d.id for d in big_corpus],
+                                                                               ensure_ascii=False)
     assert not (index.path / corpus_stream.TOKENS_FILE).exists()
+
+
+def test_seen_ids_finds_the_first_repeat_across_chunks_and_merges():
+    seen = corpus_stream.SeenIds(earlier=lambda: ids)
+    ids = [f"doc/{i}" for i in range(50_000)] + ["Psalm 23 — ünïcode"]
+    for a in range(0, len(ids), 997):
+        assert seen.add(ids[a:a + 997]) is None
+    assert seen.n == len(ids) == sum(len(r) for r in seen.runs)
+    assert len(seen.runs) <= 8  # merged: ~log2 of 52 chunks, not one run a chunk
+    assert all((np.diff(r.astype(np.float64)) >= 0).all() for r in seen.runs)
+    assert seen.add(["new/1", "doc/123", "Psalm 23 — ünïcode"]) == "doc/123"
+    assert seen.add(["new/2", "new/2"]) == "new/2"  # twice within one call
+    assert seen.add(["new/3"]) is None
+
+
+def test_seen_ids_lets_a_hash_collision_pass(monkeypatch):
+    monkeypatch.setattr(corpus_stream, "_hashes", lambda ids: np.zeros(len(ids), dtype=np.uint64))  # all collide
+    written: list[str] = []
+    seen = corpus_stream.SeenIds(earlier=lambda: written)
+    for chunk in (["a", "b"], ["c"], ["d", "e"]):
+        assert seen.add(chunk) is None
+        written += chunk
+    assert seen.add(["f", "b"]) == "b"
+    assert seen.add(["g", "g"]) == "g"
+
+
+def test_repeated_id_in_a_later_chunk_is_named(big_corpus, tokenizer, tmp_path, monkeypatch):
+    from memlab.errors import MemlabError
+
+    monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)
+    docs = big_corpus + [type(big_corpus[0])(id=big_corpus[5].id, text="another text", source="x", licence="x")]
+    with pytest.raises(MemlabError, match=f"not unique \\({big_corpus[5].id!r} comes twice\\)"):
+        build_index(iter(docs), tokenizer, tmp_path / "ix", tokenize_workers=2)
+    assert not (tmp_path / "ix").exists()
 
 
 def test_same_corpus_gives_byte_identical_index(big_corpus, tokenizer, tmp_path, monkeypatch):

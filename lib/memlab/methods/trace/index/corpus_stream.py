@@ -5,8 +5,9 @@ Documents are read one at a time, checked (:func:`~.base.checked_doc`), grouped 
 cores, whatever ``TOKENIZERS_PARALLELISM`` or ``RAYON_NUM_THREADS`` say in the caller — the bench and the
 studies hold the tokenizer to one thread). Byte-level BPE tokenizers go through the pre-token cache of
 :mod:`.piece_cache` (the same ids, each distinct word encoded once). Chunks are written back in input order,
-so the files are the same for any number of workers. Only ids and per-document lengths stay in memory; texts
-and token ids go straight to disk:
+so the files are the same for any number of workers. Texts, token ids and document ids go straight to disk; in
+memory stay each document's token count and text offset, and a 64-bit hash of its id (:class:`SeenIds`): 24 bytes a
+document. A repeated id is found, and named, as soon as it comes:
 
 * ``tokens.raw`` — every document as ``SEP + token ids`` in the index's token dtype (the backends read it,
   then ``build_index`` deletes it), ``texts.bin`` / ``text_offsets.npy`` / ``ids.json`` / ``unigram.npy``
@@ -15,6 +16,7 @@ and token ids go straight to disk:
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -42,7 +44,6 @@ class TokenizedCorpus:
     tokens_file: Path
     dtype: np.dtype
     doc_lengths: np.ndarray  # tokens per document, SEP not counted
-    ids: list[str]
     text_bytes: int
 
     @property
@@ -174,6 +175,52 @@ def _serve() -> None:
         out.flush()
 
 
+# ------------------------------------------------------------------------------ repeated ids
+
+def _hashes(ids: list[str]) -> np.ndarray:
+    """64-bit BLAKE2b hash of each id."""
+    return np.frombuffer(b"".join(hashlib.blake2b(i.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                                  for i in ids), dtype="<u8")
+
+
+class SeenIds:
+    """The document ids seen so far, as 64-bit hashes (8 bytes an id) in sorted runs, each more than twice as
+    long as the next (a run is merged into the one before while that one is at most twice its length; so
+    ≈ log₂ n runs): a new id whose hash is in a run is looked up in ``earlier()``, the ids before it (read back
+    only then), so it is named when it repeats and a mere hash collision passes (≈ n² / 2⁶⁵ of them)."""
+
+    def __init__(self, earlier=None):
+        self.runs: list[np.ndarray] = []
+        self.earlier = earlier
+        self.n = 0
+
+    def add(self, ids: list[str]) -> str | None:
+        """Add ``ids``; the first one seen before (or twice among them), else None."""
+        h = _hashes(ids)
+        order = np.argsort(h, kind="stable")
+        run = h[order]
+        hit = np.zeros(len(ids), dtype=bool)
+        hit[order[1:][run[1:] == run[:-1]]] = True  # a later copy within the new ids
+        for r in self.runs:
+            pos = np.minimum(np.searchsorted(r, h), len(r) - 1)
+            hit |= r[pos] == h
+        if hit.any():
+            before: set[str] | None = None
+            for k in np.flatnonzero(hit):
+                if ids[k] in ids[:k]:
+                    return ids[k]
+                if before is None:
+                    before = set(self.earlier()) if self.earlier is not None else set()
+                if ids[k] in before:
+                    return ids[k]
+        self.runs.append(run)
+        while len(self.runs) > 1 and len(self.runs[-2]) <= 2 * len(self.runs[-1]):
+            last = self.runs.pop()
+            self.runs[-1] = np.sort(np.concatenate([self.runs[-1], last]), kind="stable")
+        self.n += len(ids)
+        return None
+
+
 # ------------------------------------------------------------------------------ main side
 
 def _chunks(docs):
@@ -209,6 +256,11 @@ def _encoded(chunks, tokenizer, dtype: np.dtype, vocab: int, workers: int, piece
         yield from pool.map_in_order(chunks)
 
 
+def _read_ids(path: Path) -> list[str]:
+    """The ids written so far to ``path`` (a JSON list still open)."""
+    return json.loads(path.read_text(encoding="utf-8") + "]")
+
+
 def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | None = None,
                     piece_cache: bool = True, on_written=None) -> TokenizedCorpus:
     """Tokenize ``docs`` into ``out`` (the shared files plus ``tokens.raw``) with ``workers`` processes
@@ -218,30 +270,35 @@ def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | No
     line."""
     dtype = token_dtype_for(vocab)
     workers = available_cores() if workers is None else workers
-    ids: list[str] = []
-    seen: set[str] = set()
-    lengths, text_offsets = [], [0]
+    seen = SeenIds(earlier=lambda: _read_ids(out / "ids.json"))
+    lengths, ends = [], []  # per chunk: tokens per document, end offset of each text in texts.bin
+    text_bytes = 0
     unigram = np.zeros(vocab, dtype=np.int64)
-    with open(out / TOKENS_FILE, "wb") as ftok, open(out / "texts.bin", "wb") as ftxt:
+    with open(out / TOKENS_FILE, "wb") as ftok, open(out / "texts.bin", "wb") as ftxt, \
+            open(out / "ids.json", "w", encoding="utf-8") as fids:
+        fids.write("[")  # json.dumps(ids, ensure_ascii=False), written as the ids come
         for chunk, (lens, block, uni) in _encoded(_chunks(docs), tokenizer, dtype, vocab, workers, piece_cache):
-            for (doc_id, _, blob), n in zip(chunk, lens):
-                if doc_id in seen:
-                    raise MemlabError("document ids are not unique; give every document a distinct id before indexing")
-                if n == 0:
-                    raise MemlabError(f"document {doc_id!r} has no tokens; drop it before indexing")
-                seen.add(doc_id)
-                ids.append(doc_id)
-                ftxt.write(blob)
-                text_offsets.append(text_offsets[-1] + len(blob))
+            chunk_ids = [doc_id for doc_id, _, _ in chunk]
+            if (again := seen.add(chunk_ids)) is not None:
+                raise MemlabError(f"document ids are not unique ({again!r} comes twice); give every document a "
+                                  "distinct id before indexing")
+            if (empty := np.flatnonzero(lens == 0)).size:
+                raise MemlabError(f"document {chunk_ids[empty[0]]!r} has no tokens; drop it before indexing")
+            fids.write(", " * bool(lengths) + ", ".join(json.dumps(i, ensure_ascii=False) for i in chunk_ids))
+            fids.flush()  # SeenIds reads it back on a hash hit
+            blobs = [blob for _, _, blob in chunk]
+            ftxt.write(b"".join(blobs))
+            ends.append(text_bytes + np.cumsum([len(b) for b in blobs], dtype=np.int64))
+            text_bytes = int(ends[-1][-1])
             lengths.append(lens)
             ftok.write(block)
             unigram += uni
             if on_written is not None:
                 ftok.flush()
                 on_written(out / TOKENS_FILE, lens)
-    if not ids:
+        fids.write("]")
+    if not lengths:
         raise MemlabError("no documents to index; check the corpus name and options")
     np.save(out / "unigram.npy", unigram)
-    np.save(out / "text_offsets.npy", np.asarray(text_offsets, dtype=np.int64))
-    (out / "ids.json").write_text(json.dumps(ids, ensure_ascii=False), encoding="utf-8")
-    return TokenizedCorpus(out / TOKENS_FILE, dtype, np.concatenate(lengths), ids, text_offsets[-1])
+    np.save(out / "text_offsets.npy", np.concatenate([np.zeros(1, dtype=np.int64), *ends]))
+    return TokenizedCorpus(out / TOKENS_FILE, dtype, np.concatenate(lengths), text_bytes)
