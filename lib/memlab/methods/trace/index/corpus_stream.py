@@ -284,7 +284,7 @@ def tokenize_corpus(docs, tokenizer, out: Path, vocab: int, *, workers: int | No
                                   "distinct id before indexing")
             if (empty := np.flatnonzero(lens == 0)).size:
                 raise MemlabError(f"document {chunk_ids[empty[0]]!r} has no tokens; drop it before indexing")
-            fids.write(", " * bool(lengths) + ", ".join(json.dumps(i, ensure_ascii=False) for i in chunk_ids))
+            fids.write(", " * bool(lengths) + json.dumps(chunk_ids, ensure_ascii=False)[1:-1])  # one call a chunk
             fids.flush()  # SeenIds reads it back on a hash hit
             blobs = [blob for _, _, blob in chunk]
             ftxt.write(b"".join(blobs))
