@@ -54,8 +54,6 @@ def required_model_setting(cfg: Mapping, key: str, fallback):
     by model name: a model converted into ``models/<name>`` takes it from ``conf/model/<name>.yaml``; zoo
     checkpoints (``models/tiny-neox/<family>``) from the run's model template (``model.<key>``); ``fallback``
     where the config leaves it empty."""
-    import yaml
-
     out: dict = {}
     template = (cfg.get("model") or {}).get(key) or fallback
     for path in (cfg.get("requires") or {}).get("models") or []:
@@ -63,9 +61,17 @@ def required_model_setting(cfg: Mapping, key: str, fallback):
         if len(parts) >= 3 and parts[1] == "tiny-neox":
             out[parts[2]] = template
         elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
-            spec = yaml.safe_load((CONF_DIR / "model" / f"{parts[-1]}.yaml").read_text()) or {}
-            out[parts[-1]] = spec.get(key) or fallback
+            out[parts[-1]] = preset_setting(cfg, parts[-1], key) or fallback
     return out
+
+
+def preset_setting(cfg: Mapping, name: str, key: str):
+    """``key`` of the model preset ``conf/model/<name>.yaml``, resolved against the run's ``paths`` and
+    ``numerics`` (a preset's dtype follows the numeric path: ``${numerics.pretrained_dtype}``)."""
+    node = OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")
+    scope = OmegaConf.create({"paths": to_plain(cfg.get("paths") or {}), "numerics": to_plain(cfg.get("numerics") or {}),
+                              "model": node})
+    return OmegaConf.select(scope, f"model.{key}", throw_on_missing=False)
 
 
 def required_threads(cfg: Mapping) -> dict[str, int]:

@@ -25,8 +25,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from memlab.config import CONF_DIR, check_experiment, compose, required_model_setting, required_threads
+from memlab import numerics
+from memlab.config import CONF_DIR, check_experiment, compose
 from memlab.errors import ConfigError, MemlabError
+from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
 from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -78,9 +80,12 @@ def execute(cfg: DictConfig, key: str) -> Path:
     if not nb_in.exists():
         raise ConfigError(f"experiment '{name}' names notebook {nb_in} which does not exist")
     check_loopback()
+    numerics.hand_over(resolved["numerics"]["name"])  # the kernel computes on the run's numeric path
     work.mkdir(parents=True, exist_ok=True)
     (work / "metrics.json").unlink(missing_ok=True)  # numbers only from this run
-    (work / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(resolved)))
+    root = resolved["paths"]["root"]
+    config_text = portable(OmegaConf.to_yaml(OmegaConf.create(resolved)), root)
+    (work / "config.yaml").write_text(config_text)
 
     nb_out = work / nb_in.name
     t0 = time.time()
@@ -88,13 +93,15 @@ def execute(cfg: DictConfig, key: str) -> Path:
     try:
         _papermill(nb_in, nb_out, resolved)
     except MemlabError as err:
+        settle_notebook(nb_out, root)
         _html(nb_out)
         shutil.rmtree(failed, ignore_errors=True)
         work.rename(failed)
         kept = f"; the previous result in {final} is untouched" if final.exists() else ""
         raise MemlabError(f"{err} (executed notebook: {failed / nb_in.name}{kept})") from None
+    settle_notebook(nb_out, root)
     _html(nb_out)
-    _write_run_json(work, key, t0, required_threads(resolved), required_dtypes(resolved))
+    write_run_json(work, resolved, config_text, t0)
     _swap_in(work, final)
     shutil.rmtree(failed, ignore_errors=True)
     metrics = json.loads((final / "metrics.json").read_text()) if (final / "metrics.json").exists() else {}
@@ -104,28 +111,6 @@ def execute(cfg: DictConfig, key: str) -> Path:
           f"{final / 'metrics.json'}", file=sys.stderr)
     return final
 
-
-def required_dtypes(cfg: Mapping) -> dict[str, str]:
-    """Weight dtype each model a run requires loads (:func:`memlab.config.required_model_setting`), with
-    ``bfloat16_if_fast`` resolved on this machine (bfloat16 or float32): ``run.json`` records it."""
-    out = {name: str(d) for name, d in required_model_setting(cfg, "dtype", "float32").items()}
-    if any(d == "bfloat16_if_fast" for d in out.values()):
-        from memlab.backends.hf import BF16_IF_FAST, bf16_is_fast
-
-        fast = "bfloat16" if bf16_is_fast() else "float32"
-        out = {k: fast if d == BF16_IF_FAST else d for k, d in out.items()}
-    return out
-
-
-def _write_run_json(out_dir: Path, key: str, t0: float, threads: dict[str, int], dtypes: dict[str, str]) -> None:
-    """``run.json``: when the run started (UTC, ISO 8601), how many seconds it took, its key, and the torch
-    threads and weight dtype of each model it required (threads fixed in config: reruns are identical at the same
-    count; the dtype as loaded on this machine); the report site shows them."""
-    from datetime import datetime, timezone
-
-    started = datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds")
-    info = {"started": started, "seconds": round(time.time() - t0, 1), "key": key, "threads": threads, "dtypes": dtypes}
-    (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _swap_in(work: Path, final: Path) -> None:

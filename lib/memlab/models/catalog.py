@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 
 from memlab.backends.base import Backend
 from memlab.config import to_plain
+from memlab.numerics import active as numerics_profile
 
 
 class Catalog:
@@ -25,6 +26,7 @@ class Catalog:
         self.cache = to_plain(cache) if cache is not None else None
         self.paths = to_plain(paths)
         self.opened: list[Backend] = []
+        self.numerics = numerics_profile()  # the run's numeric path decides the presets' dtype
 
     # -- model nodes ------------------------------------------------------------------------------------
     def family(self, name: str):
@@ -43,8 +45,10 @@ class Catalog:
         known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
         if name not in known:
             raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
-        node = OmegaConf.to_container(compose(overrides=[f"model={name}"]).model, resolve=False)
-        return to_plain(OmegaConf.create({"paths": self.paths, "model": node}).model)
+        composed = compose(overrides=[f"model={name}", f"numerics={self.numerics}"])
+        node = OmegaConf.to_container(composed.model, resolve=False)
+        scope = {"paths": self.paths, "numerics": to_plain(composed.numerics), "model": node}
+        return to_plain(OmegaConf.create(scope).model)
 
     def checkpoint_cfg(self, family: str, size: str, epoch: int | str) -> dict:
         return self.family(family).model_cfg(size, epoch, self.template)

@@ -6,7 +6,7 @@ One model = one folder::
     <out>/epoch-001/ ...        one HF folder per finished epoch (AutoModelForCausalLM + AutoTokenizer)
     <out>/final/                a copy of the last epoch (what conf/model/tiny-neox.yaml points at)
     <out>/membership.json       exactly which document ids were trained on (members) / held out (nonmembers)
-    <out>/train_log.jsonl       one line per epoch: mean training loss, tokens, seconds
+    <out>/train_log.jsonl       one line per epoch: mean training loss, steps, tokens (times: on the console)
     <out>/state.pt              optimizer state after the last finished epoch (for resume)
     <out>/done.json             written last; its presence means the model is complete (+ final_loss)
 
@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,8 +337,10 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
         tmp.rename(final)
         with (out / "train_log.jsonl").open("a") as f:
             f.write(json.dumps({"epoch": epoch, "loss": sum(losses) / len(losses), "steps": len(losses),
-                                "tokens": int(blocks.numel()), "seconds": round(time.time() - t0, 2),
-                                "cpu_seconds": round(time.process_time() - c0, 2)}) + "\n")
+                                "tokens": int(blocks.numel())}) + "\n")
+        # times go to the console, not into the model folder: a DVC output must hash the same on every rerun
+        print(f"memlab: {out.name} epoch {epoch}/{spec.epochs}: loss {sum(losses) / len(losses):.4f}, "
+              f"{time.time() - t0:.1f} s ({time.process_time() - c0:.1f} CPU-s)", file=sys.stderr)
         torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
         os.replace(out / "state.pt.tmp", out / "state.pt")
         if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.epochs:

@@ -1,0 +1,109 @@
+"""The numeric path: which CPU kernels, thread pools and dtypes compute our numbers (``conf/numerics/<name>.yaml``).
+
+torch, oneDNN, MKL, OpenBLAS and numpy choose their vector kernels by CPU when they load, and different kernels
+round differently: a float32 LayerNorm + softmax gives other bits under AVX-512 than under AVX2. The default
+profile, ``pinned``, caps every one of them at AVX2 through environment variables, so the same config + seed give
+the same bytes on every x86-64 machine with AVX2. The variables must be in the environment before those libraries
+load, so :func:`pin` runs when ``memlab`` is imported (``memlab/__init__.py``) and overrides the caller's values;
+every process the pipeline starts (zoo builds, runs, notebook kernels, tests) imports memlab first and inherits
+them. ``numerics=native`` (or ``MEMLAB_NUMERICS=native`` for the zoo builds) leaves the machine to choose.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+PROFILE_ENV = "MEMLAB_NUMERICS"   # the profile a process pins (the runner sets it for its notebook kernel)
+_CONF = Path(__file__).resolve().parents[2] / "conf"
+_caller_env: dict[str, str | None] = {}   # what pin() replaced, so a `native` run can hand the kernel the caller's
+
+
+def default_profile() -> str:
+    """The profile named in ``conf/config.yaml``'s defaults list (``numerics: <name>``)."""
+    import yaml
+
+    for entry in yaml.safe_load((_CONF / "config.yaml").read_text())["defaults"]:
+        if isinstance(entry, dict) and "numerics" in entry:
+            return str(entry["numerics"])
+    raise RuntimeError("conf/config.yaml names no numerics profile in its defaults list")
+
+
+def active() -> str:
+    """The profile this process was pinned to (the runner hands its run's profile to the kernel)."""
+    return os.environ.get(PROFILE_ENV) or default_profile()
+
+
+def load_profile(name: str) -> dict:
+    import yaml
+
+    from memlab.errors import ConfigError
+
+    path = _CONF / "numerics" / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (_CONF / "numerics").glob("*.yaml"))
+        raise ConfigError(f"unknown numerics profile {name!r} ({PROFILE_ENV} or numerics=); known: {', '.join(known)}")
+    return yaml.safe_load(path.read_text())
+
+
+def pin(name: str | None = None) -> dict:
+    """Put the profile's variables into this process's environment (and so its children's) and return the profile.
+    Too late for a library already imported: torch keeps the kernels it chose, so that is a warning."""
+    name = name or os.environ.get(PROFILE_ENV) or default_profile()
+    profile = load_profile(name)
+    env = {k: str(v) for k, v in (profile.get("env") or {}).items()}
+    late = [m for m in ("torch", "numpy") if m in sys.modules]
+    changed = [k for k, v in env.items() if os.environ.get(k) != v]
+    if late and changed:
+        print(f"memlab: warning: {', '.join(late)} was imported before memlab, so numerics={name} could not pin "
+              f"{', '.join(changed)}; import memlab first", file=sys.stderr)
+    for k, v in env.items():
+        _caller_env.setdefault(k, os.environ.get(k))
+        os.environ[k] = v
+    os.environ[PROFILE_ENV] = name
+    return profile
+
+
+def hand_over(name: str) -> None:
+    """Set up the environment a child process (the notebook kernel) starts with for profile ``name``: the pinned
+    variables for a pinning profile, the caller's own values (as before :func:`pin`) for ``native``."""
+    profile = load_profile(name)
+    for k, v in _caller_env.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    for k, v in (profile.get("env") or {}).items():
+        os.environ[k] = str(v)
+    os.environ[PROFILE_ENV] = name
+
+
+def cpu() -> dict:
+    """The CPU as Linux reports it: model name and the vector/matrix instruction sets that decide kernels."""
+    model, flags = "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    wide = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    return {"model": model, "isa": wide, "cores": os.cpu_count()}
+
+
+def describe(profile: dict) -> dict:
+    """What run.json and the report record about the numeric path a process ran under."""
+    info = cpu()
+    pinned = bool(profile.get("env"))
+    capable = "avx2" in info["isa"] and "fma" in info["isa"]
+    return {"profile": profile["name"], "cpu": info["model"], "isa": info["isa"], "cores": info["cores"],
+            "machine_independent": pinned and capable,
+            "kernels": ("AVX2 (pinned)" if pinned and capable else
+                        "this CPU's own (numerics=native)" if not pinned else
+                        "below AVX2: this CPU lacks AVX2/FMA, so the pinned path is not available here"),
+            "env": {k: os.environ.get(k) for k in sorted(profile.get("env") or {})},
+            "pretrained_dtype": profile["pretrained_dtype"]}

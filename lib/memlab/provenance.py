@@ -1,0 +1,141 @@
+"""What a run leaves beside its results so a reviewer can tell what produced them, and what it keeps out of them.
+
+* :func:`settle_notebook` makes the executed notebook a function of the config alone: papermill's clocks and the
+  kernel's stderr (progress bars, warnings with the venv's path) leave it for ``run.log``, and the checkout's
+  absolute path becomes relative. The notebook and its HTML are DVC outputs: a fresh clone anywhere must hash them
+  the same (``dvc.lock``).
+* :func:`write_run_json` records provenance in ``run.json`` (not a DVC output: it holds times): commit and what
+  differs from it, the config's hash, the seed, the numeric path (CPU, instruction sets, pinned kernels, dtypes,
+  threads), the versions of the packages and Debian data packages that decide the numbers, and the models' hashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Mapping
+
+from memlab import numerics
+from memlab.config import required_model_setting, required_threads
+
+PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "scipy", "scikit-learn", "pandas", "papermill",
+            "hydra-core", "omegaconf", "datasets", "infini-gram", "pydivsufsort", "numba", "rouge-score", "dvc")
+DEBIAN_DATA = ("bible-kjv", "bible-kjv-text", "fortunes", "fortunes-min", "fortunes-de", "wordnet-base",
+               "wordnet-sense-index")
+_VOLATILE_NB_KEYS = ("duration", "start_time", "end_time", "environment_variables")
+BF16_IF_FAST = "bfloat16_if_fast"
+
+
+def portable(text: str, root: str) -> str:
+    """``text`` with the checkout's absolute path made relative (``<root>/x`` → ``x``, ``<root>`` → ``.``)."""
+    root = str(root).rstrip("/")
+    return text.replace(root + "/", "").replace(root, ".")
+
+
+def settle_notebook(nb_path: Path, root: str) -> None:
+    """Strip the executed notebook of what differs between identical runs (see the module docstring); the
+    stderr it held goes to ``run.log`` beside it."""
+    if not nb_path.exists():
+        return
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    for key in _VOLATILE_NB_KEYS:
+        nb.get("metadata", {}).get("papermill", {}).pop(key, None)
+    log = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        cell.get("metadata", {}).pop("execution", None)
+        cell.get("metadata", {}).pop("papermill", None)
+        kept = []
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream" and out.get("name") == "stderr":
+                text = out.get("text", "")
+                log.append(f"--- cell {i} ---\n" + ("".join(text) if isinstance(text, list) else text))
+            else:
+                kept.append(out)
+        if "outputs" in cell:
+            cell["outputs"] = kept
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    nb_path.write_text(portable(text, root), encoding="utf-8")
+    if log:
+        (nb_path.parent / "run.log").write_text(portable("".join(log), root), encoding="utf-8")
+
+
+def required_dtypes(cfg: Mapping) -> dict[str, str]:
+    """Weight dtype each model a run requires loads (:func:`memlab.config.required_model_setting`), with
+    ``bfloat16_if_fast`` resolved on this machine (bfloat16 or float32): ``run.json`` records it."""
+    out = {name: str(d) for name, d in required_model_setting(cfg, "dtype", "float32").items()}
+    if any(d == BF16_IF_FAST for d in out.values()):
+        from memlab.backends.hf import bf16_is_fast
+
+        fast = "bfloat16" if bf16_is_fast() else "float32"
+        out = {k: fast if d == BF16_IF_FAST else d for k, d in out.items()}
+    return out
+
+
+def _git(root: str, *args: str) -> str:
+    try:
+        r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return r.stdout if r.returncode == 0 else ""
+
+
+def checkout_state(root: str) -> dict:
+    """The commit, whether the checkout differs from it, which files differ, and a hash of the difference."""
+    commit = _git(root, "rev-parse", "HEAD").strip() or "unknown (not a git checkout)"
+    changed = sorted(line[3:] for line in _git(root, "status", "--porcelain", "--untracked-files=no").splitlines())
+    diff = _git(root, "diff", "HEAD", "--binary") if changed else ""
+    return {"commit": commit, "dirty": bool(changed), "dirty_files": changed,
+            "diff_sha256": hashlib.sha256(diff.encode()).hexdigest() if changed else None}
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def debian_versions() -> dict[str, str]:
+    r = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${Version}\\n", *DEBIAN_DATA],
+                       capture_output=True, text=True)
+    found = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    return {p: found.get(p, "not installed") for p in DEBIAN_DATA}
+
+
+def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
+    """Each model the run requires: its content hash as ``dvc.lock`` records it (the pipeline's own models)."""
+    import yaml
+
+    lock = Path(root) / "dvc.lock"
+    outs: dict[str, str] = {}
+    if lock.exists():
+        for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values():
+            outs.update({o["path"]: o.get("md5", "") for o in stage.get("outs") or []})
+    out = {}
+    for path in (cfg.get("requires") or {}).get("models") or []:
+        rel = portable(str(path), root).rstrip("/")
+        family = "/".join(rel.split("/")[:3]) if rel.startswith("models/tiny-neox/") else rel
+        out[rel] = outs.get(family) or outs.get(rel) or "not in dvc.lock"
+    return out
+
+
+def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> dict:
+    """``run.json``: when the run started and how long it took, and its provenance (module docstring)."""
+    root = str(cfg["paths"]["root"])
+    profile = numerics.load_profile(cfg["numerics"]["name"])
+    info = {"started": datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(time.time() - t0, 1), "key": cfg["run"]["key"], "seed": cfg.get("seed"),
+            **checkout_state(root), "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
+            "numerics": {**numerics.describe(profile), "threads": required_threads(cfg),
+                         "dtypes": required_dtypes(cfg)},
+            "packages": package_versions(), "debian": debian_versions(), "models": model_hashes(cfg, root)}
+    (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return info
