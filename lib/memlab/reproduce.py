@@ -232,9 +232,26 @@ def main(argv: list[str] | None = None) -> None:
         where = f", log: {logs / f'{stage}.log'}" if slots > 1 else ", its output is above"
         raise MemlabError(f"stage {stage} failed ([{number[stage]}/{n}]{where}); fix it and rerun "
                           "`make reproduce` — finished stages are not rerun")
-    if subprocess.call([dvc, "repro"]) != 0:
-        raise MemlabError("the final `dvc repro` failed (its output is above)")
+    settle(dvc)
     print(f"memlab: reproduced in {_clock(time.time() - t0)}", file=sys.stderr, flush=True)
+    from memlab.summary import summary
+
+    print(summary(Path.cwd()), file=sys.stderr, flush=True)
+
+
+def settle(dvc: str) -> None:
+    """The final plain ``dvc repro`` (a no-op normally): its output in one line per stage that ran, one line for
+    the rest, instead of a "didn't change, skipping" line per stage."""
+    r = subprocess.run([dvc, "repro"], capture_output=True, text=True)
+    lines = (r.stdout + r.stderr).splitlines()
+    if r.returncode != 0:
+        print("\n".join(lines[-20:]), file=sys.stderr)
+        raise MemlabError("the final `dvc repro` failed (the end of its output is above)")
+    ran = [line for line in lines if line.startswith("Running stage")]
+    skipped = sum("didn't change, skipping" in line for line in lines)
+    for line in ran:
+        print(f"memlab: settle: {line}", file=sys.stderr)
+    print(f"memlab: settle: `dvc repro` ran {len(ran)} stage(s), {skipped} unchanged", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
