@@ -65,18 +65,27 @@ def pin(name: str | None = None) -> dict:
     return profile
 
 
-def hand_over(name: str) -> None:
-    """Set up the environment a child process (the notebook kernel) starts with for profile ``name``: the pinned
-    variables for a pinning profile, the caller's own values (as before :func:`pin`) for ``native``."""
-    profile = load_profile(name)
+def child_environ(name: str) -> dict[str, str]:
+    """The environment a child process should start with for profile ``name``: this process's, with the pinned
+    variables of a pinning profile, or the caller's own values (as before :func:`pin`) for ``native``."""
+    env = dict(os.environ)
     for k, v in _caller_env.items():
         if v is None:
-            os.environ.pop(k, None)
+            env.pop(k, None)
         else:
-            os.environ[k] = v
-    for k, v in (profile.get("env") or {}).items():
-        os.environ[k] = str(v)
-    os.environ[PROFILE_ENV] = name
+            env[k] = v
+    env.update({k: str(v) for k, v in (load_profile(name).get("env") or {}).items()})
+    env[PROFILE_ENV] = name
+    return env
+
+
+def hand_over(name: str) -> None:
+    """Make this process's environment :func:`child_environ` of ``name`` (the runner, before it starts the
+    notebook kernel)."""
+    env = child_environ(name)
+    for k in set(os.environ) - set(env):
+        del os.environ[k]
+    os.environ.update(env)
 
 
 def cpu() -> dict:
