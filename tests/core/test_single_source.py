@@ -128,8 +128,10 @@ def test_typed_method_settings_have_no_default_in_code(method):
 
 # modules cleaned of signature defaults for method settings; each named with the method whose keys it must not default
 CLEANED = {"lib/memlab/methods/pearl/scores.py": "pearl", "lib/memlab/methods/pearl/tables.py": "pearl",
+           "lib/memlab/methods/trace/metrics.py": "trace", "lib/memlab/methods/trace/generation.py": "trace",
            "lib/memlab/methods/pearl/study.py": "pearl", "lib/memlab/methods/trace/simpletrace.py": "trace",
-           "lib/memlab/methods/trace/config.py": "trace", "lib/memlab/methods/trace/study.py": "trace"}
+           "lib/memlab/methods/trace/config.py": "trace", "lib/memlab/methods/trace/study.py": "trace",
+           "lib/memlab/methods/pearl/tasks.py": "pearl"}
 # a parameter named differently from its conf key (scores.sensitivity(mode) is method.sensitivity_mode)
 ALIASES = {"pearl": {"mode": "sensitivity_mode", "unit": "gfd_unit", "score": "decision_score"},
            "trace": {"min_words": "min_full_match_words"}}

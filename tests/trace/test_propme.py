@@ -68,7 +68,7 @@ def test_prompt_sets_and_overlap_ordering(corpus, tokenizer, sa_index, tmp_path)
     assert all(p.prompt_token_ids and p.reference_ids for p in sets["prefix"])
     # 16-token prefixes of this tiny tokenizer are a few words: below the experiments' 8-word full-match floor
     tracer = replace(method_config("trace"), min_full_match_words=1).tracer(sa_index, tokenizer)
-    rows = {r["setting"]: r for r in prompt_overlap(tracer, sets, nv_recall_threshold=0.5)}
+    rows = {r["setting"]: r for r in prompt_overlap(tracer, sets, n_tokens=32, nv_recall_threshold=0.5)}
     for s in ("generic", "specific"):
         assert rows[s]["avg_nv_recall"] < rows["prefix"]["avg_nv_recall"]
         assert rows[s]["verbatim_matched_fraction"] < rows["prefix"]["verbatim_matched_fraction"]

@@ -73,8 +73,10 @@ def test_doc_cap_and_documents(tracer, corpus):
 
 def test_deterministic(tracer, corpus):
     texts = _mixed_texts(corpus, n=4)
-    a = [generation_metrics(t) for t in tracer.trace(texts)]
-    b = [generation_metrics(t) for t in tracer.trace(texts)]
+    a = [generation_metrics(t, n_tokens=TRACE.n_tokens, nv_recall_threshold=TRACE.nv_recall_threshold)
+         for t in tracer.trace(texts)]
+    b = [generation_metrics(t, n_tokens=TRACE.n_tokens, nv_recall_threshold=TRACE.nv_recall_threshold)
+         for t in tracer.trace(texts)]
     assert a == b
 
 
@@ -117,7 +119,7 @@ def test_corpus_metrics_by_hand(tracer, corpus):
         == m["total_docs"]
     assert m["unique_full_matches"] <= m["unique_full_normalized_matches"] <= m["unique_total_docs"]
     assert 0.0 <= m["rouge_l_recall"] <= 1.0 and m["k_eidetic_generations"] >= 1
-    rows = document_metrics(trs)
+    rows = document_metrics(trs, nv_recall_threshold=0.5)
     assert sum(r["generations"] for r in rows) == m["total_docs"]
     assert m["generations_above_nv_recall_threshold"] == sum(t.nv_recall >= 0.5 for t in trs)
 
