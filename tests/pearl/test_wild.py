@@ -70,3 +70,19 @@ def test_wild_params_name_one_calibration_source_per_domain(profile):
     assert p.sources["post_cutoff_code"].n == (10 if profile == "embedded" else 100)
     with pytest.raises(ConfigError, match="calibration_sources.code must name a source of domain 'code'"):
         Report.typed_node(compose("pearl_wild", ["params.calibration_sources.code=release_notes"]), "params")
+
+
+def test_the_decision_score_is_the_one_every_wild_table_thresholds():
+    """method.decision_score=gfd: flag counts, calibration and completion-vs-summarization all read ``gfd``."""
+    from memlab.methods.pearl.study import completion_vs_summarization
+
+    df = _frame()
+    df["gfd"] = 1.0 - df.sensitivity  # the opposite order: any table still reading sensitivity disagrees
+    flags = T.flag_table(df, [0.5], by=["source"], score="gfd").set_index("source")
+    assert flags.loc["kjv", "flagged"] == 2 and flags.loc["humaneval", "flagged"] == 2
+    cal = T.domain_calibration_table(df, [0.0], CAL, "gfd")
+    assert set(cal.score) == {"gfd"}
+    both = pd.concat([df, df.assign(task_kind="summarization")], ignore_index=True)
+    both["doc_id"] = list(range(len(df))) * 2
+    row = completion_vs_summarization(both, 0.5, "gfd").set_index("source").loc["kjv"]
+    assert (row.completion, row.summarization, row.both) == (2, 2, 2)
