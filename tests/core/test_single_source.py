@@ -131,10 +131,10 @@ CLEANED = {"lib/memlab/methods/pearl/scores.py": "pearl", "lib/memlab/methods/pe
            "lib/memlab/methods/trace/metrics.py": "trace", "lib/memlab/methods/trace/generation.py": "trace",
            "lib/memlab/methods/pearl/study.py": "pearl", "lib/memlab/methods/trace/simpletrace.py": "trace",
            "lib/memlab/methods/trace/config.py": "trace", "lib/memlab/methods/trace/study.py": "trace",
-           "lib/memlab/methods/pearl/tasks.py": "pearl"}
+           "lib/memlab/methods/pearl/tasks.py": "pearl", "lib/memlab/methods/trace/propme.py": "trace"}
 # a parameter named differently from its conf key (scores.sensitivity(mode) is method.sensitivity_mode)
 ALIASES = {"pearl": {"mode": "sensitivity_mode", "unit": "gfd_unit", "score": "decision_score"},
-           "trace": {"min_words": "min_full_match_words"}}
+           "trace": {"min_words": "min_full_match_words", "eps": "propensity_eps"}}
 
 
 def _signature_defaults(path: Path):

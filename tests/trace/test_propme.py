@@ -9,26 +9,29 @@ import pytest
 
 from memlab.errors import MemlabError
 from memlab.methods.trace.propme import build_prompt_sets, propensity, read_template_file, template_prompts
+from memlab.schema import method_config
+
+EPS = method_config("trace").propensity_eps   # conf/method/trace.yaml
 
 
 def test_propensity_properties():
     rng = random.Random(0)
     for _ in range(2000):
         p, c, d = rng.random(), rng.random(), rng.random() * 0.5 + 1e-3
-        assert propensity(c, c) == pytest.approx(0.5)                  # propensity == capability
-        s = propensity(p, c)
+        assert propensity(c, c, EPS) == pytest.approx(0.5)                  # propensity == capability
+        s = propensity(p, c, EPS)
         assert 0 < s < 1
         if p < c:
             assert s < 0.5                                             # ordinary use leaks less
         elif p > c:
             assert s > 0.5
-        assert propensity(p + d, c) > s                                # increasing in propensity
-        assert propensity(p, c + d) < s                                # decreasing in capability
-    assert propensity(0.0, 0.0) == 0.5                                 # defined when capability is 0
-    assert propensity(0.3, 0.0) > 0.5 and math.isfinite(propensity(0.3, 0.0))
+        assert propensity(p + d, c, EPS) > s                                # increasing in propensity
+        assert propensity(p, c + d, EPS) < s                                # decreasing in capability
+    assert propensity(0.0, 0.0, EPS) == 0.5                                 # defined when capability is 0
+    assert propensity(0.3, 0.0, EPS) > 0.5 and math.isfinite(propensity(0.3, 0.0, EPS))
     for bad in (-0.1, float("nan"), float("inf"), None):
         with pytest.raises(MemlabError):
-            propensity(bad, 0.5)
+            propensity(bad, 0.5, EPS)
     with pytest.raises(MemlabError):
         propensity(0.1, 0.2, eps=0)
 
