@@ -280,7 +280,7 @@ def run(quick: bool = False) -> dict:
     from transformers import AutoTokenizer
 
     from memlab.methods.trace.index import load_index
-    from memlab.methods.trace.simpletrace import Tracer
+    from memlab.schema import method_config
     from memlab.models.tiny import train_tokenizer
     from memlab.data.corpora import load_corpus
 
@@ -384,7 +384,7 @@ def run(quick: bool = False) -> dict:
         assert all((ig_ms[j] == ours[i]).all() for j, i in enumerate(sub)), "backends disagree"
         res["infini_gram_count_bound_s_per_gen"] = t_igms / len(sub)
 
-        tracer = Tracer(sa, tok)
+        tracer = method_config("trace").tracer(sa, tok)  # the experiments' settings (conf/method/trace.yaml)
         texts = [tok.decode(g.tolist()) for g in gens[:: max(1, n_gens // 100)]]
         t0 = time.perf_counter()
         tracer.trace(texts)

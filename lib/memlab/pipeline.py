@@ -4,13 +4,15 @@
     python -m memlab.pipeline --check    # exit 1 if dvc.yaml is stale (the test suite runs this)
 
 Stages: ``data`` (corpora), one per offline model conversion, one per tiny-model family in ``conf/zoo/``, and
-one per experiment in ``conf/experiment/``. An experiment stage depends on every conf file its composition
-reads (config.yaml, the chosen option of each group, its experiment and scale files), on every lib/ file
-reachable by imports from the runner, the report helper, its notebook's imports and the ``_schema_`` classes
-its config names (so a method's study.py decides its code dependencies), on non-Python ``requires.code``
-(prompts), on its notebook, and on the data and models it ``requires``. ``make
-reproduce`` regenerates dvc.yaml before ``dvc repro``, so editing any of those re-runs exactly the stages that
-read it, and a second ``dvc repro`` runs nothing.
+one per experiment in ``conf/experiment/`` (:func:`experiment_stage`). Config files are DVC ``params``, not
+``deps``: DVC compares their values, so a comment edit re-runs nothing. An experiment's params are every conf
+file its composition reads (Hydra's defaults list: config.yaml, each group's option, experiment files an
+experiment pulls in, scale files), the ``conf/paper`` files holding its claims and the ``conf/model`` presets it
+opens by name; its deps are every lib/ file reachable by imports from the runner, the report helper, its
+notebook, the ``_schema_`` classes its config names and its own claim rules, plus non-Python ``requires.code``
+(prompts), its notebook, and the data and models it ``requires``. ``make reproduce`` regenerates dvc.yaml before
+``dvc repro``, so editing any of those re-runs exactly the stages that read it, and a second ``dvc repro`` runs
+nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from memlab.config import CONF_DIR, experiment_names, repo_root, required_threads
-from memlab.errors import ConfigError
+from memlab.errors import ConfigError, one_line_errors
 from memlab.models.zoo import load_family
 
 # what every experiment runs through; everything else an experiment uses is found from its notebook's imports
@@ -47,6 +49,8 @@ ZOO_JOBS = 1
 # (`requires.minutes`: the run's one-core wall minutes, measured; a zoo family's `minutes`: its build's) lets the
 # longest chains start first.
 PY = "python"
+# keys of a zoo family file that only schedule its build (memlab.reproduce), so editing them rebuilds nothing
+SCHEDULING_KEYS = ("minutes",)
 
 
 _LAZY = re.compile(r"memlab(\.\w+)+(:\w+)?")
@@ -60,8 +64,10 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(path: Path, module: str) -> set[str]:
-    """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count)."""
+def _imports(path: Path, module: str, skip: frozenset[str] = frozenset()) -> set[str]:
+    """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count).
+    Strings naming a module in ``skip`` are not followed: they are a registry keyed by experiment (the claim
+    rules), whose one entry an experiment loads is added to its roots instead."""
     tree = ast.parse(path.read_text(), str(path))
     pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -76,12 +82,14 @@ def _imports(path: Path, module: str) -> set[str]:
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
-            found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
+            if node.value.partition(":")[0] not in skip:
+                found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
     return {m for m in found if m == "memlab" or m.startswith("memlab.")}
 
 
-def code_deps(roots: list[str]) -> list[str]:
-    """Every lib/ file reachable by imports from the ``roots`` modules (parents' __init__ included)."""
+def code_deps(roots: list[str], skip: frozenset[str] = frozenset()) -> list[str]:
+    """Every lib/ file reachable by imports from the ``roots`` modules (parents' __init__ included); strings
+    naming a module in ``skip`` are not followed (:func:`_imports`)."""
     seen: set[str] = set()
     todo = list(roots)
     files: set[Path] = set()
@@ -96,7 +104,7 @@ def code_deps(roots: list[str]) -> list[str]:
         if f is None:
             continue
         files.add(f)
-        todo.extend(_imports(f, name))
+        todo.extend(_imports(f, name, skip))
     return sorted(_rel(f) for f in files)
 
 
@@ -159,24 +167,73 @@ def _model_out(name: str) -> str:
     return f"models/{name}" if name in CONVERTED_MODELS else f"models/tiny-neox/{name}"
 
 
-def _compose_with_choices(experiment: str):
-    """The experiment's config plus Hydra's record of which option each group resolved to."""
+def _composition(experiment: str):
+    """The experiment's config and every conf file its composition read (Hydra's defaults list: config.yaml,
+    the chosen option of each group, files an experiment file pulls in by its own defaults, scale files)."""
     from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
 
+    ov = [f"experiment={experiment}"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+        cfg = hydra_compose(config_name="config", overrides=ov)
+        tree = GlobalHydra.instance().config_loader().compute_defaults_list("config", ov, RunMode.RUN)
+    files = {_rel(CONF_DIR / f"{d.config_path}.yaml") for d in tree.defaults
+             if (CONF_DIR / f"{d.config_path}.yaml").is_file()}
+    return OmegaConf.to_container(cfg, resolve=False), sorted(files)
 
 
-def _conf_files(full) -> list[str]:
-    """Every conf file a composition read: config.yaml and the chosen option of each of our groups."""
-    files = ["conf/config.yaml"]
-    for group, choice in full.hydra.runtime.choices.items():
-        if choice is None or group.startswith("hydra/"):
-            continue
-        f = CONF_DIR / group / f"{choice}.yaml"
-        if f.exists():
-            files.append(_rel(f))
-    return sorted(set(files))
+def paper_files(experiment: str) -> list[str]:
+    """The conf/paper files holding a claim this experiment tests (a claim's ``experiment:`` field)."""
+    out = []
+    for path in sorted((CONF_DIR / "paper").glob("*.yaml")):
+        claims = (yaml.safe_load(path.read_text()) or {}).get("claims") or []
+        if any(isinstance(c, dict) and c.get("experiment") == experiment for c in claims):
+            out.append(_rel(path))
+    return out
+
+
+# keys under which a config names a conf/model preset: params.models (pearl_wild), params.external.models
+# (trace_capability_propensity), method.targets.<t>.model and method.agents.llm (RECAP)
+MODEL_KEYS = ("model", "models", "llm")
+
+
+def _preset_names(node, under_model_key: bool = False) -> set[str]:
+    presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
+    if isinstance(node, dict):
+        return set().union(*(_preset_names(v, k in MODEL_KEYS) for k, v in node.items()))
+    if isinstance(node, list):
+        return set().union(*(_preset_names(v, under_model_key) for v in node))
+    return {node} if under_model_key and isinstance(node, str) and node in presets else set()
+
+
+def model_presets(raw: dict) -> list[str]:
+    """The conf/model files an experiment opens by name beside its own ``model`` group: presets named in its
+    ``params``/``method`` (:data:`MODEL_KEYS`) or as ``models/<preset>`` in ``requires.models``."""
+    names = _preset_names({"params": raw.get("params"), "method": raw.get("method")})
+    for m in (raw.get("requires") or {}).get("models") or []:
+        parts = str(m).rstrip("/").split("/")
+        if len(parts) == 2 and (CONF_DIR / "model" / f"{parts[1]}.yaml").is_file():
+            names.add(parts[1])
+    return sorted(f"conf/model/{n}.yaml" for n in names)
+
+
+def rule_module(experiment: str) -> list[str]:
+    """The module holding the rules that judge this experiment's claims (memlab.comparison.RULE_MODULES)."""
+    from memlab.comparison import RULE_MODULES
+
+    return [m for prefix, m in RULE_MODULES.items() if experiment.startswith(prefix)][:1]
+
+
+def _non_python_code(experiment: str, req: dict) -> list[str]:
+    """``requires.code``: prompts and other non-Python files. lib/ code is found from the imports; naming it
+    here would be a second, unchecked list, so it is an error."""
+    code = [str(c) for c in (req.get("code") or [])]
+    lib = [c for c in code if c.startswith("lib/")]
+    if lib:
+        raise ConfigError(f"experiment {experiment}: requires.code names {lib}: code under lib/ is found from the "
+                          f"imports (memlab.pipeline); list only non-Python files (prompts/...)")
+    return code
 
 
 def _requires_to_deps(req: dict) -> list[str]:
@@ -193,6 +250,11 @@ def _requires_to_deps(req: dict) -> list[str]:
     return deps
 
 
+def whole_files(files: list[str]) -> list[dict]:
+    """DVC ``params`` entries tracking every value of each YAML file (and none of its comments)."""
+    return [{f: None} for f in files]
+
+
 def run_outputs(run_dir: str, notebook_stem: str) -> dict:
     """The DVC outputs of one run folder. Every output is cached — metrics.json too — so `dvc push` and
     `dvc pull` carry all of them (a ``cache: false`` metrics file is left behind and shows as deleted)."""
@@ -206,7 +268,8 @@ def stages() -> dict:
     st: dict[str, dict] = {}
     st["data"] = {
         "cmd": f"{PY} -m memlab.data.prepare --out data/corpora",
-        "deps": code_deps(["memlab.data.prepare"]) + sorted(_rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml")),
+        "deps": code_deps(["memlab.data.prepare"]),
+        "params": whole_files(sorted(_rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml"))),
         "outs": ["data/corpora"],
         "meta": {"cores": 1},
     }
@@ -218,39 +281,51 @@ def stages() -> dict:
             "meta": {"cores": 1},
         }
     for fam, spec in families.items():
-        deps = [*code_deps(["memlab.models.build", "memlab.models.zoo", "memlab.models.tiny"]), f"conf/zoo/{fam}.yaml",
-                "data/corpora"]
+        deps = [*code_deps(["memlab.models.build", "memlab.models.zoo", "memlab.models.tiny"]), "data/corpora"]
         parent = _family_parent(spec)
         if parent:
             deps.append(_model_out(parent))
         st[f"zoo-{fam}"] = {
             "cmd": f"{PY} -m memlab.models.build --zoo conf/zoo --out models --only {fam} --jobs {ZOO_JOBS}",
             "deps": deps,
+            # every key of the family file but `minutes` (a scheduling hint, not part of the build)
+            "params": [{f"conf/zoo/{fam}.yaml": [k for k in spec if k not in SCHEDULING_KEYS]}],
             "outs": [_model_out(fam)],
             "meta": {"cores": min(ZOO_JOBS, len(load_family(fam).sizes)),
                      **({"minutes": float(spec["minutes"])} if spec.get("minutes") is not None else {})},
         }
     for exp in experiment_names():
-        full = _compose_with_choices(exp)
-        raw = OmegaConf.to_container(full, resolve=False)
-        req = raw.get("requires") or {}
-        wrong = [a for a in req.get("after") or [] if a not in experiment_names() or a == exp]
-        if wrong:
-            raise ConfigError(f"experiment {exp}: requires.after names {wrong}: not another experiment")
-        nb = raw["notebook"]
-        base = f"results/{exp}/default"
-        roots = [*ENTRY_MODULES, *notebook_imports(repo_root() / "notebooks" / nb), *_schema_modules(raw)]
-        non_python = [c for c in (req.get("code") or []) if not str(c).startswith("lib/")]  # prompts/ etc.
-        deps = [*code_deps(roots), *non_python, f"notebooks/{nb}", *_conf_files(full), *_requires_to_deps(req)]
-        st[f"exp-{exp}"] = {
-            "cmd": f"{PY} -m memlab.run experiment={exp}",
-            "deps": list(dict.fromkeys(deps)),  # dedup, order kept
-            **run_outputs(base, Path(nb).stem),
-            "meta": {"cores": max(required_threads(raw).values(), default=1),
-                     **({"after": [f"exp-{a}" for a in req["after"]]} if req.get("after") else {}),
-                     **({"minutes": float(req["minutes"])} if req.get("minutes") is not None else {})},
-        }
+        st[f"exp-{exp}"] = experiment_stage(exp)
     return st
+
+
+def experiment_stage(exp: str) -> dict:
+    """One experiment's stage. Its code: every lib/ file reachable from the runner, the report helper, its
+    notebook's imports, the ``_schema_`` classes its config names and its own claim rules (not the others').
+    Its config, as DVC ``params`` (values, not comments): every conf file its composition read, the paper
+    files of its claims and the model presets it opens by name. Then prompts, notebook, data and models."""
+    raw, conf_files = _composition(exp)
+    req = raw.get("requires") or {}
+    wrong = [a for a in req.get("after") or [] if a not in experiment_names() or a == exp]
+    if wrong:
+        raise ConfigError(f"experiment {exp}: requires.after names {wrong}: not another experiment")
+    nb = raw["notebook"]
+    roots = [*ENTRY_MODULES, *notebook_imports(repo_root() / "notebooks" / nb), *_schema_modules(raw),
+             *rule_module(exp)]
+    from memlab.comparison import RULE_MODULES
+
+    code = code_deps(roots, skip=frozenset(RULE_MODULES.values()))
+    deps = [*code, *_non_python_code(exp, req), f"notebooks/{nb}", *_requires_to_deps(req)]
+    params = list(dict.fromkeys([*conf_files, *paper_files(exp), *model_presets(raw)]))
+    return {
+        "cmd": f"{PY} -m memlab.run experiment={exp}",
+        "deps": list(dict.fromkeys(deps)),  # dedup, order kept
+        "params": whole_files(params),
+        **run_outputs(f"results/{exp}/default", Path(nb).stem),
+        "meta": {"cores": max(required_threads(raw).values(), default=1),
+                 **({"after": [f"exp-{a}" for a in req["after"]]} if req.get("after") else {}),
+                 **({"minutes": float(req["minutes"])} if req.get("minutes") is not None else {})},
+    }
 
 
 HEADER = "# GENERATED by `python -m memlab.pipeline` from conf/ — do not edit; `make dvc.yaml` rewrites it.\n"
@@ -260,6 +335,7 @@ def render() -> str:
     return HEADER + yaml.safe_dump({"stages": stages()}, sort_keys=False, width=120)
 
 
+@one_line_errors
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from what conf/ implies")

@@ -81,10 +81,10 @@ def test_dvc_stage_deps_cover_conf_files():
 
     stages = yaml.safe_load((repo_root() / "dvc.yaml").read_text())["stages"]
     for name in EXPERIMENTS:
-        deps = stages[f"exp-{name}"]["deps"]
-        assert f"conf/experiment/{name}.yaml" in deps
-        assert "conf/config.yaml" in deps
-        assert any(d.startswith("conf/model/") for d in deps)
+        params = [next(iter(p)) for p in stages[f"exp-{name}"]["params"]]  # conf files are DVC params
+        assert f"conf/experiment/{name}.yaml" in params
+        assert "conf/config.yaml" in params
+        assert any(p.startswith("conf/model/") for p in params)
 
 
 def test_dvc_analytics_off_in_committed_config():

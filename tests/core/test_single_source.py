@@ -92,3 +92,73 @@ def test_experiment_params_do_not_repeat_method_settings_or_each_other():
                 values[(k, yaml.safe_dump(v))].append(name)
         repeated = {k: names for (k, _), names in values.items() if len(names) > 1}
         assert not repeated, f"{method}: the same value written in several experiments: {repeated}"
+
+
+def _dataclasses_under(cls, seen=None):
+    """``cls`` and every dataclass its fields hold (nested settings, lists and dicts of them)."""
+    import dataclasses
+    import typing
+
+    seen = set() if seen is None else seen
+    if cls in seen:
+        return seen
+    seen.add(cls)
+    for tp in typing.get_type_hints(cls).values():
+        todo = [tp]
+        while todo:
+            t = todo.pop()
+            todo.extend(typing.get_args(t))
+            if dataclasses.is_dataclass(t):
+                _dataclasses_under(t, seen)
+    return seen
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_typed_method_settings_have_no_default_in_code(method):
+    """The YAML is the single source: a field default would be a second value nobody sees disagree."""
+    import dataclasses
+
+    classes = _dataclasses_under(type(method_config(method)))
+    assert type(method_config(method)) in classes
+    assert method != "pearl" or {"PearlStudy", "TaskConfig"} <= {c.__name__ for c in classes}  # nested ones too
+    with_default = [f"{c.__name__}.{f.name}" for c in classes for f in dataclasses.fields(c)
+                    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING]
+    assert not with_default, f"defaults in code for settings of conf/method/{method}.yaml: {with_default}"
+
+
+# modules cleaned of signature defaults for method settings; each named with the method whose keys it must not default
+CLEANED = {"lib/memlab/methods/pearl/scores.py": "pearl", "lib/memlab/methods/pearl/tables.py": "pearl",
+           "lib/memlab/methods/trace/metrics.py": "trace", "lib/memlab/methods/trace/generation.py": "trace",
+           "lib/memlab/methods/pearl/study.py": "pearl", "lib/memlab/methods/trace/simpletrace.py": "trace",
+           "lib/memlab/methods/trace/config.py": "trace", "lib/memlab/methods/trace/study.py": "trace",
+           "lib/memlab/methods/pearl/tasks.py": "pearl", "lib/memlab/methods/trace/propme.py": "trace"}
+# a parameter named differently from its conf key (scores.sensitivity(mode) is method.sensitivity_mode)
+ALIASES = {"pearl": {"mode": "sensitivity_mode", "unit": "gfd_unit", "score": "decision_score"},
+           "trace": {"min_words": "min_full_match_words", "eps": "propensity_eps"}}
+
+
+def _signature_defaults(path: Path):
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            positional = a.posonlyargs + a.args
+            pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+            pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            for arg, default in pairs:
+                yield node.name, arg.arg, default
+
+
+@pytest.mark.parametrize("module", sorted(CLEANED))
+def test_cleaned_modules_default_no_method_setting(module):
+    import ast
+
+    method = CLEANED[module]
+    keys = {k.rsplit(".", 1)[-1] for k, _ in _leaves(_load(CONF_DIR / "method" / f"{method}.yaml"))}
+    root = CONF_DIR.parent
+    # a None default is "no override: the config's value" (TraceConfig.index(backend=None)), not a second value
+    found = [f"{fn}({arg}=...)" for fn, arg, default in _signature_defaults(root / module)
+             if ALIASES[method].get(arg, arg) in keys
+             and not (isinstance(default, ast.Constant) and default.value is None)]
+    assert not found, f"{module}: literal defaults for conf/method/{method}.yaml keys: {found}"

@@ -10,11 +10,11 @@ from memlab.methods.pearl.scores import gfd, level_means, memorized, sensitivity
 
 def test_sensitivity_signed_and_absolute():
     x = [0.9, 0.85, 0.3, 0.35, 0.34, 0.1]
-    assert sensitivity(x) == pytest.approx(0.55)
+    assert sensitivity(x, "signed") == pytest.approx(0.55)
     rising = [0.2, 0.5, 0.5, 0.55, 0.6, 0.6]
-    assert sensitivity(rising) == pytest.approx(0.0)
+    assert sensitivity(rising, "signed") == pytest.approx(0.0)
     assert sensitivity(rising, "absolute") == pytest.approx(0.3)
-    assert sensitivity([0.5, 0.6]) == pytest.approx(-0.1)
+    assert sensitivity([0.5, 0.6], "signed") == pytest.approx(-0.1)
     with pytest.raises(ConfigError):
         sensitivity(x, "relative")
 
@@ -23,10 +23,10 @@ def test_gfd_level_and_sample_units():
     per_sample = [[0.9, 0.9], [0.8, 0.62], [0.5, 0.6], [0.9, 0.2], [0.85, 0.85], [0.1, 0.1]]
     assert level_means(per_sample).tolist() == pytest.approx([0.9, 0.71, 0.55, 0.55, 0.85, 0.1])
     # level means drop by 0.19, 0.35, 0.35, 0.05, 0.8 -> > 0.2 at three of five levels
-    assert gfd(per_sample, 0.2) == pytest.approx(3 / 5)
+    assert gfd(per_sample, 0.2, "level") == pytest.approx(3 / 5)
     # samples drop by 0.1,0.28, 0.4,0.3, 0.0,0.7, 0.05,0.05, 0.8,0.8 -> 6 of 10 above 0.2
     assert gfd(per_sample, 0.2, unit="sample") == pytest.approx(6 / 10)
-    assert gfd(per_sample, 0.9) == 0.0
+    assert gfd(per_sample, 0.9, "level") == 0.0
 
 
 def test_decision_is_strict():

@@ -47,7 +47,7 @@ def _frame():
 
 def test_tables_from_a_known_frame():
     df = _frame()
-    f = st.flag_table(df, [0.1, 0.25], by=["split"])
+    f = st.flag_table(df, [0.1, 0.25], by=["split"], score="sensitivity")
     got = {(r.split, r.alpha): r.flagged for r in f.itertuples()}
     assert got == {("member", 0.1): 2, ("member", 0.25): 2, ("nonmember", 0.1): 1, ("nonmember", 0.25): 0}
     fpr = st.fpr_table(df[df.split == "nonmember"], [0.0, 0.1], by=["kind"])

@@ -10,7 +10,7 @@ from memlab.methods.trace.generation import propensity_rows, run_propme, span_le
 from memlab.methods.trace.index.cache import cached_index
 from memlab.methods.trace.stages import mixture_weights, stage_specs
 from memlab.methods.trace.validation import validate
-from memlab.methods.trace.simpletrace import Tracer
+from memlab.schema import method_config
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def micro_setup(micro_family, tmp_path_factory):
 
     tok = AutoTokenizer.from_pretrained(str(micro_family.final_dir))
     index = cached_index(micro_family.members, tok, tmp_path_factory.mktemp("ix"), backend="suffix_array", label="micro")
-    return build_backend(micro_family.model_cfg, None), Tracer(index, tok)
+    return build_backend(micro_family.model_cfg, None), method_config("trace").tracer(index, tok)
 
 
 def test_validation_is_perfect_on_the_training_set(micro_setup):

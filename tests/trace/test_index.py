@@ -102,7 +102,7 @@ def test_tokenizer_mismatch_is_refused(sa_index, tmp_path, corpus):
 
     other = train_tokenizer([d.text for d in corpus[:5]], 280, tmp_path / "other")
     with pytest.raises(MemlabError, match="tokenizer mismatch"):
-        Tracer(sa_index, other)
+        Tracer(sa_index, other, k_frac=0.05, doc_cap=10, min_span_tokens=1, min_full_match_words=8)
 
 
 @pytest.mark.parametrize("bad, match", [

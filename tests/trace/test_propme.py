@@ -9,26 +9,29 @@ import pytest
 
 from memlab.errors import MemlabError
 from memlab.methods.trace.propme import build_prompt_sets, propensity, read_template_file, template_prompts
+from memlab.schema import method_config
+
+EPS = method_config("trace").propensity_eps   # conf/method/trace.yaml
 
 
 def test_propensity_properties():
     rng = random.Random(0)
     for _ in range(2000):
         p, c, d = rng.random(), rng.random(), rng.random() * 0.5 + 1e-3
-        assert propensity(c, c) == pytest.approx(0.5)                  # propensity == capability
-        s = propensity(p, c)
+        assert propensity(c, c, EPS) == pytest.approx(0.5)                  # propensity == capability
+        s = propensity(p, c, EPS)
         assert 0 < s < 1
         if p < c:
             assert s < 0.5                                             # ordinary use leaks less
         elif p > c:
             assert s > 0.5
-        assert propensity(p + d, c) > s                                # increasing in propensity
-        assert propensity(p, c + d) < s                                # decreasing in capability
-    assert propensity(0.0, 0.0) == 0.5                                 # defined when capability is 0
-    assert propensity(0.3, 0.0) > 0.5 and math.isfinite(propensity(0.3, 0.0))
+        assert propensity(p + d, c, EPS) > s                                # increasing in propensity
+        assert propensity(p, c + d, EPS) < s                                # decreasing in capability
+    assert propensity(0.0, 0.0, EPS) == 0.5                                 # defined when capability is 0
+    assert propensity(0.3, 0.0, EPS) > 0.5 and math.isfinite(propensity(0.3, 0.0, EPS))
     for bad in (-0.1, float("nan"), float("inf"), None):
         with pytest.raises(MemlabError):
-            propensity(bad, 0.5)
+            propensity(bad, 0.5, EPS)
     with pytest.raises(MemlabError):
         propensity(0.1, 0.2, eps=0)
 
@@ -56,7 +59,9 @@ def test_bad_template_file(tmp_path):
 def test_prompt_sets_and_overlap_ordering(corpus, tokenizer, sa_index, tmp_path):
     """Generic/specific prompts (written by templates) overlap the corpus less than prefix prompts."""
     from memlab.methods.trace.generation import prompt_overlap
-    from memlab.methods.trace.simpletrace import Tracer
+    from dataclasses import replace
+
+    from memlab.schema import method_config
 
     tpl = tmp_path / "synthetic.txt"
     tpl.write_text("[generic]\nTell me about {topic}.\nA story of {topic}:\n[specific]\n"
@@ -64,7 +69,9 @@ def test_prompt_sets_and_overlap_ordering(corpus, tokenizer, sa_index, tmp_path)
     sets = build_prompt_sets(tpl, corpus, tokenizer, n=12, seed=0, prefix_tokens=16)
     assert [len(v) for v in sets.values()] == [12, 12, 12]
     assert all(p.prompt_token_ids and p.reference_ids for p in sets["prefix"])
-    rows = {r["setting"]: r for r in prompt_overlap(Tracer(sa_index, tokenizer), sets, nv_recall_threshold=0.5)}
+    # 16-token prefixes of this tiny tokenizer are a few words: below the experiments' 8-word full-match floor
+    tracer = replace(method_config("trace"), min_full_match_words=1).tracer(sa_index, tokenizer)
+    rows = {r["setting"]: r for r in prompt_overlap(tracer, sets, n_tokens=32, nv_recall_threshold=0.5)}
     for s in ("generic", "specific"):
         assert rows[s]["avg_nv_recall"] < rows["prefix"]["avg_nv_recall"]
         assert rows[s]["verbatim_matched_fraction"] < rows["prefix"]["verbatim_matched_fraction"]

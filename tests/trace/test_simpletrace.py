@@ -9,12 +9,17 @@ import pytest
 
 from memlab.errors import MemlabError
 from memlab.methods.trace.metrics import SECTION_H, corpus_metrics, document_metrics, generation_metrics, token_accuracy
-from memlab.methods.trace.simpletrace import Tracer, classify_match, merge_spans, normalize_text, nv_stats
+from dataclasses import replace
+
+from memlab.methods.trace.simpletrace import classify_match, merge_spans, normalize_text, nv_stats
+from memlab.schema import method_config
+
+TRACE = method_config("trace")  # conf/method/trace.yaml: the settings the experiments trace with
 
 
 @pytest.fixture(scope="module")
 def tracer(sa_index, tokenizer):
-    return Tracer(sa_index, tokenizer)
+    return TRACE.tracer(sa_index, tokenizer)
 
 
 def _mixed_texts(corpus, n=10, seed=0):
@@ -54,37 +59,39 @@ def test_rarity_filter_keeps_k_rarest(tracer, corpus):
     tr = tracer.trace_one(text)
     K = math.ceil(0.05 * tr.n_tokens)
     assert len(tr.spans) == min(K, tr.n_candidate_spans)
-    loose = Tracer(tracer.index, tracer.tok, k_frac=1.0).trace_one(text)
+    loose = replace(TRACE, k_frac=1.0).tracer(tracer.index, tracer.tok).trace_one(text)
     assert len(loose.spans) == loose.n_candidate_spans
     kept = sorted(s.rarity for s in tr.spans)
     assert kept == sorted(s.rarity for s in loose.spans)[:len(kept)]
 
 
 def test_doc_cap_and_documents(tracer, corpus):
-    capped = Tracer(tracer.index, tracer.tok, doc_cap=1, k_frac=1.0)
+    capped = replace(TRACE, doc_cap=1, k_frac=1.0).tracer(tracer.index, tracer.tok)
     for tr in capped.trace(_mixed_texts(corpus, n=5)):
         assert all(len(s.doc_ixs) <= 1 for s in tr.spans)
 
 
 def test_deterministic(tracer, corpus):
     texts = _mixed_texts(corpus, n=4)
-    a = [generation_metrics(t) for t in tracer.trace(texts)]
-    b = [generation_metrics(t) for t in tracer.trace(texts)]
+    a = [generation_metrics(t, n_tokens=TRACE.n_tokens, nv_recall_threshold=TRACE.nv_recall_threshold)
+         for t in tracer.trace(texts)]
+    b = [generation_metrics(t, n_tokens=TRACE.n_tokens, nv_recall_threshold=TRACE.nv_recall_threshold)
+         for t in tracer.trace(texts)]
     assert a == b
 
 
 def test_empty_generation(tracer):
     with pytest.raises(MemlabError, match="empty generation"):
         tracer.trace_one("   ")
-    z = Tracer(tracer.index, tracer.tok, on_empty="zero").trace_one("")
+    z = TRACE.tracer(tracer.index, tracer.tok, on_empty="zero").trace_one("")
     assert z.n_tokens == 0 and z.spans == [] and z.longest_span == 0
 
 
 def test_merge_and_classify():
     assert merge_spans([(5, 9), (0, 3), (2, 4), (9, 10), (12, 13)]) == [(0, 4), (5, 10), (12, 13)]
-    assert classify_match("brown fox", "The quick brown fox.") == "full_raw"
-    assert classify_match("The Quick,  brown FOX", "the quick brown fox jumps") == "full_normalized"
-    assert classify_match("quick red fox", "the quick brown fox") == "partial"
+    assert classify_match("brown fox", "The quick brown fox.", min_words=1) == "full_raw"
+    assert classify_match("The Quick,  brown FOX", "the quick brown fox jumps", min_words=1) == "full_normalized"
+    assert classify_match("quick red fox", "the quick brown fox", min_words=1) == "partial"
     assert normalize_text("Ärger,  über—Alles!") == "ärger über alles"
 
 
@@ -112,7 +119,7 @@ def test_corpus_metrics_by_hand(tracer, corpus):
         == m["total_docs"]
     assert m["unique_full_matches"] <= m["unique_full_normalized_matches"] <= m["unique_total_docs"]
     assert 0.0 <= m["rouge_l_recall"] <= 1.0 and m["k_eidetic_generations"] >= 1
-    rows = document_metrics(trs)
+    rows = document_metrics(trs, nv_recall_threshold=0.5)
     assert sum(r["generations"] for r in rows) == m["total_docs"]
     assert m["generations_above_nv_recall_threshold"] == sum(t.nv_recall >= 0.5 for t in trs)
 

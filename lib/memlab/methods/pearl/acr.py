@@ -222,7 +222,7 @@ def acr_table(catalog, family: str, size: str, docs: Sequence[Document], p: AcrP
     return pd.DataFrame(rows)
 
 
-def acr_figure(acr, pearl=None, *, score: str = "sensitivity", alpha: float | None = None):
+def acr_figure(acr, pearl=None, *, score: str, alpha: float | None = None):
     """Left: ACR per epoch (each document a point, the split's mean a line; ACR = 1 dashed; hollow markers are
     bounds). Right, when ``pearl`` (``pearl_scores``) is given: PEARL ``score`` vs ACR per document × epoch
     (one marker per perturbation kind), ``alpha`` dotted."""

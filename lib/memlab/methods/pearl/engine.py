@@ -43,7 +43,6 @@ class PearlStudy:
     n_members: int = field(metadata=check(ge=1))
     n_nonmembers: int = field(metadata=check(ge=1))
     kinds: list[str] = field(metadata=check(choices=KINDS, nonempty=True))
-    score: str = field(metadata=check(choices=S.DECISION_SCORES))
     thresholds: dict[str, float]     # {start, stop, step}: the α grid of FPR curves
 
 

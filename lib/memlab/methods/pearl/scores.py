@@ -41,7 +41,7 @@ def level_means(per_sample: Sequence[Sequence[float]]) -> np.ndarray:
     return np.array([float(np.mean(s)) for s in per_sample])
 
 
-def sensitivity(level_perf: Sequence[float], mode: str = "signed") -> float:
+def sensitivity(level_perf: Sequence[float], mode: str) -> float:
     """max_j (X_j − X_{j+1}) (``signed``) or max_j |X_j − X_{j+1}| (``absolute``) over adjacent levels."""
     if mode not in SENSITIVITY_MODES:
         raise ConfigError(f"sensitivity mode must be one of {SENSITIVITY_MODES}, got {mode!r}")
@@ -52,7 +52,7 @@ def sensitivity(level_perf: Sequence[float], mode: str = "signed") -> float:
     return float(np.max(np.abs(d) if mode == "absolute" else d))
 
 
-def gfd(per_sample: Sequence[Sequence[float]], tau_b: float, unit: str = "level") -> float:
+def gfd(per_sample: Sequence[Sequence[float]], tau_b: float, unit: str) -> float:
     """Generalization Failure Density (seed 003 eq. 3); ``per_sample[0]`` is the unperturbed level."""
     if unit not in GFD_UNITS:
         raise ConfigError(f"gfd unit must be one of {GFD_UNITS}, got {unit!r}")

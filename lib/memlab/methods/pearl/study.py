@@ -144,18 +144,18 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
                                             progress=False, epoch=epoch))
     df = pd.concat(frames, ignore_index=True)
     res.table("pearl_scores", df.round(4), show=False)
-    flags = T.flag_table(df, p.alphas, by=["kind", "split", "epoch"], score=st.score)
+    flags = T.flag_table(df, p.alphas, by=["kind", "split", "epoch"], score=method.decision_score)
     res.table("flagged_share_by_epoch", flags.round(4), show=False)
     res.table("flagged_share_by_epoch_wide", flags.pivot_table(index=["kind", "alpha", "split"], columns="epoch",
                                                                values="share").round(2).reset_index(), show=False)
-    res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, st.score))
+    res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, method.decision_score))
     last = flags[flags.epoch == max(st.epochs)]
     res.metric(**{f"final_share_{r.kind}_{r.split}_a{r.alpha}": r.share for r in last.itertuples()})
     from memlab.methods.pearl.acr import acr_figure, acr_table  # torch: imported when the study runs
 
     acr = acr_table(catalog, st.family, st.size, members + nonmembers, p.acr, progress=True)
     res.table("acr_scores", acr.round(4))
-    res.figure("acr_vs_epoch_and_pearl", acr_figure(acr, df, score=st.score, alpha=method.alpha))
+    res.figure("acr_vs_epoch_and_pearl", acr_figure(acr, df, score=method.decision_score, alpha=method.alpha))
     res.metric(**{f"acr_compressible_{split}_e{e}": float(g.compressible.mean())
                   for (split, e), g in acr.groupby(["split", "epoch"])})
     return res
@@ -202,7 +202,7 @@ def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
         dec = {s: t for s, t in fixed.items() if s in MIA_SCORES}
         t = T.detection_table(g, "member", MIA_SCORES, dec)
         t["truth"], t["epoch"], t["rule"] = "member", epoch, f"fixed at epoch {st.epochs[0]} (FPR {p.target_fpr})"
-        alpha = T.detection_table(g, "member", ["sensitivity"], {"sensitivity": method.alpha})
+        alpha = T.detection_table(g, "member", [method.decision_score], {method.decision_score: method.alpha})
         alpha["truth"], alpha["epoch"], alpha["rule"] = "member", epoch, f"fixed alpha={method.alpha}"
         rows += [t, alpha]
     det = pd.concat(rows, ignore_index=True)
@@ -239,14 +239,14 @@ def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
             frames.append(T.pearl_frame(backend, members + nonmembers, method, size=size))
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
-    flags = T.flag_table(df, p.alphas, by=["size", "split"], score=st.score)
+    flags = T.flag_table(df, p.alphas, by=["size", "split"], score=method.decision_score)
     table2 = flags.pivot_table(index=["split", "size"], columns="alpha", values="flagged").reset_index()
-    table2.columns = [c if isinstance(c, str) else f"flagged_{st.score}>{c}" for c in table2.columns]
+    table2.columns = [c if isinstance(c, str) else f"flagged_{method.decision_score}>{c}" for c in table2.columns]
     table2 = table2.merge(pd.DataFrame([{"size": z, "final_train_loss": fam.final_loss(z)} for z in p.sizes]), on="size")
     res.table("flagged_counts_by_size", table2)  # with each size's final training loss (sizes trained to comparable loss)
-    fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["size"], scores=[st.score])
+    fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["size"], scores=[method.decision_score])
     res.table("fpr_vs_threshold_by_size", fpr, show=False)
-    res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, st.score))
+    res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, method.decision_score))
     res.metric(**{f"members_flagged_{r.size}_a{r.alpha}": r.flagged for r in flags[flags.split == "member"].itertuples()})
     return res
 
@@ -276,18 +276,19 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
     keys = ["model", "task_kind", "domain", "source"]
-    flags = T.flag_table(df, list(p.alphas), by=keys)
+    score = method.decision_score
+    flags = T.flag_table(df, list(p.alphas), by=keys, score=score)
     table3 = flags.pivot_table(index=keys, columns="alpha", values="flagged").reset_index()
-    table3.columns = [c if isinstance(c, str) else f"flagged_sensitivity>{c}" for c in table3.columns]
+    table3.columns = [c if isinstance(c, str) else f"flagged_{score}>{c}" for c in table3.columns]
     table3 = table3.merge(flags.groupby(keys).n.first().reset_index(), on=keys)
     res.table("flagged_counts_fixed_thresholds", table3)
-    cal = T.domain_calibration_table(df, list(p.target_fprs), p.calibration_sources)
+    cal = T.domain_calibration_table(df, list(p.target_fprs), p.calibration_sources, score)
     res.table("alpha_calibrated_per_domain", cal.round(4))
-    res.table("flagged_counts_calibrated", T.calibrated_flags_table(df, cal).round(4))
-    res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_sources).round(4))
+    res.table("flagged_counts_calibrated", T.calibrated_flags_table(df, cal, score).round(4))
+    res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_sources, score).round(4))
     res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, p.models, p.tasks,
                                                                              list(p.sources), p.target_fprs))
-    res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas)))
+    res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas), score))
     med = df.groupby(keys).sensitivity.agg(["median", "size"]).reset_index()
     med = med.rename(columns={"median": "sensitivity", "size": "n"})
     res.table("median_sensitivity", med.round(4))
@@ -295,11 +296,11 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     return res
 
 
-def completion_vs_summarization(df, alpha: float):
-    """Per model and source: documents flagged (sensitivity > α) under completion, summarization and both."""
+def completion_vs_summarization(df, alpha: float, score: str):
+    """Per model and source: documents flagged (``score`` > α) under completion, summarization and both."""
     import pandas as pd
 
-    wide = df.pivot_table(index=["model", "source", "doc_id"], columns="task_kind", values="sensitivity").reset_index()
+    wide = df.pivot_table(index=["model", "source", "doc_id"], columns="task_kind", values=score).reset_index()
     rows = []
     for (model, src), g in wide.groupby(["model", "source"]):
         c = g.get("completion", pd.Series(dtype=float)) > alpha

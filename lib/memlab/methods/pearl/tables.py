@@ -37,7 +37,7 @@ def thresholds(spec: Mapping[str, float]) -> np.ndarray:
     return np.round(np.arange(start, stop + step / 2, step), 6)
 
 
-def flag_table(df, alphas: Sequence[float], by: Sequence[str], score: str = "sensitivity"):
+def flag_table(df, alphas: Sequence[float], by: Sequence[str], score: str):
     """Share and count of documents with ``score > α`` for each α and group (seed 003 Fig. 4 / Table 2)."""
     import pandas as pd
 
@@ -197,7 +197,7 @@ def examples_table(doc: Document, cfg: PearlConfig, kinds: Sequence[str], words:
 
 
 def domain_calibration_table(df, target_fprs: Sequence[float], calibration_sources: Mapping[str, str],
-                             score: str = "sensitivity"):
+                             score: str):
     """:func:`calibration_table` per model, task and **domain**: α is fitted on the calibration half of the domain's
     known-unseen source (``calibration_sources``: domain → source name) and its FPR read on the evaluation half;
     ``others_flagged_share`` covers the domain's other sources only. ``df`` needs ``domain`` and ``half`` columns."""
@@ -214,7 +214,7 @@ def domain_calibration_table(df, target_fprs: Sequence[float], calibration_sourc
     return pd.concat(parts, ignore_index=True)
 
 
-def calibrated_flags_table(df, cal, score: str = "sensitivity"):
+def calibrated_flags_table(df, cal, score: str):
     """Per row of :func:`domain_calibration_table` and source of its domain: documents with ``score`` > that α, the
     calibration source counted on its evaluation half only (the fit never saw it)."""
     import pandas as pd
@@ -230,7 +230,7 @@ def calibrated_flags_table(df, cal, score: str = "sensitivity"):
     return pd.DataFrame(rows)
 
 
-def mann_whitney_table(df, calibration_sources: Mapping[str, str], score: str = "sensitivity"):
+def mann_whitney_table(df, calibration_sources: Mapping[str, str], score: str):
     """Per model, task and likely-seen source: the one-sided Mann–Whitney U test that the source's ``score`` is
     stochastically greater than that of the known-unseen source of its domain (``calibration_sources``: domain →
     source; ``df`` needs a ``domain`` column; scipy.stats.mannwhitneyu, exact p when possible); medians and n of

@@ -72,7 +72,7 @@ def first_words(text: str, n: int | None) -> str:
     return text if len(ends) <= n else text[: ends[n - 1]]
 
 
-def split_completion(text: str, split: float = 0.8) -> tuple[str, str]:
+def split_completion(text: str, split: float) -> tuple[str, str]:
     """(input X, reference Y): X = the first ⌊split·W⌋ words (original characters), Y = the rest, stripped."""
     if not isinstance(text, str) or not text.strip():
         raise MemlabError("PEARL got an empty text; drop empty documents before running the completion task")

@@ -27,10 +27,14 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memlab.schema import check
+
+if TYPE_CHECKING:
+    from memlab.data.echotrace import Book, Event
 
 log = logging.getLogger(__name__)
 
@@ -197,3 +201,28 @@ class Parrot:
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                  ignore_index=-100)
         return float(loss)
+
+
+def make_memscore_fn(parrot_cfg, cache_dir: str | Path | None, *, stem: bool):
+    """A ``memscore_fn`` for :class:`~memlab.methods.recap.pipeline.RecapRunner`: Parrot (one per book, cached on
+    disk) + ROUGE-L (``stem``: ``method.recap.stem``) + cosine."""
+    from memlab.metrics.embedding import cosine_pairs
+    from memlab.metrics.rouge import rouge_l
+
+    parrots: dict[str, Parrot] = {}
+
+    def fn(book: Book, events: list[Event], outputs: list[str]) -> list[dict]:
+        if book.id not in parrots:
+            parrots[book.id] = Parrot(book.text, parrot_cfg, cache_dir)
+        p = parrots[book.id]
+        refs = [e.reference for e in events]
+        cos = cosine_pairs(refs, list(outputs))
+        out = []
+        for ref, o, c in zip(refs, outputs, cos):
+            loss = p.mlm_loss(o)
+            r = rouge_l(ref, o, stem=stem).recall
+            out.append({"mlm_loss": loss, "inv": inverse_loss(loss), "rouge_l": r, "cosine": float(c),
+                        "score": hybrid_score(loss, r, float(c))})
+        return out
+
+    return fn

@@ -44,12 +44,9 @@ metadata text.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
@@ -60,7 +57,7 @@ from memlab.metrics.rouge import rouge_l, word_tokens
 from memlab.methods.recap.agents import (ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier,
                                          strip_stock)
 from memlab.methods.recap.extraction import ExtractionAgent, event_fields
-from memlab.methods.recap.memscore import hybrid_score
+from memlab.methods.recap.store import ResultStore, sha256
 from memlab.methods.recap.text import content_overlap, leaked_ngrams
 from memlab.schema import check
 
@@ -87,45 +84,6 @@ class RecapSettings:
     blocked_score: str = field(metadata=check(choices=("zero", "keep")))   # zero = the authors' code
     skip_double_blocked: bool            # no feedback loop when DSP and the jailbreak were both blocked
     refinement: str = field(metadata=check(choices=("multi_turn", "single_turn")))   # multi_turn = authors
-
-
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class ResultStore:
-    """Append-only JSONL of event records, keyed by (target, book, event); the last record of a key wins."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.records: dict[tuple[str, str, str], dict] = {}
-        if self.path.is_file():
-            with self.path.open(encoding="utf-8") as f:
-                for n, line in enumerate(f, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        r = json.loads(line)
-                    except json.JSONDecodeError:  # a line cut by a kill: the event is simply redone
-                        log.warning("%s:%d is truncated; that event will be redone", self.path, n)
-                        continue
-                    self.records[(r["target"], r["book_id"], r["event_id"])] = r
-
-    def done(self, target: str, book_id: str, event_id: str) -> bool:
-        r = self.records.get((target, book_id, event_id))
-        return r is not None and r.get("status") == "ok"
-
-    def add(self, record: dict) -> None:
-        line = json.dumps(record, ensure_ascii=False)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        self.records[(record["target"], record["book_id"], record["event_id"])] = record
-
-    def rows(self, status: str | None = "ok") -> list[dict]:
-        return [r for r in self.records.values() if status is None or r.get("status") == status]
 
 
 @dataclass
@@ -482,27 +440,3 @@ def run_books(runner: RecapRunner, books: Sequence[Book], *, progress: bool = Tr
               events_per_book: dict[str, int | None] | None = None) -> list[dict]:
     """All events of ``books`` on the runner's target (see :meth:`RecapRunner.run`)."""
     return runner.run(books, progress=progress, events_per_book=events_per_book)
-
-
-def make_memscore_fn(parrot_cfg, cache_dir: str | Path | None, *, stem: bool = True):
-    """A ``memscore_fn`` for :class:`RecapRunner`: Parrot (one per book, cached on disk) + ROUGE-L + cosine."""
-    from memlab.metrics.embedding import cosine_pairs
-    from memlab.methods.recap.memscore import Parrot, inverse_loss
-
-    parrots: dict[str, Parrot] = {}
-
-    def fn(book: Book, events: list[Event], outputs: list[str]) -> list[dict]:
-        if book.id not in parrots:
-            parrots[book.id] = Parrot(book.text, parrot_cfg, cache_dir)
-        p = parrots[book.id]
-        refs = [e.reference for e in events]
-        cos = cosine_pairs(refs, list(outputs))
-        out = []
-        for ref, o, c in zip(refs, outputs, cos):
-            loss = p.mlm_loss(o)
-            r = rouge_l(ref, o, stem=stem).recall
-            out.append({"mlm_loss": loss, "inv": inverse_loss(loss), "rouge_l": r, "cosine": float(c),
-                        "score": hybrid_score(loss, r, float(c))})
-        return out
-
-    return fn

@@ -26,7 +26,8 @@ from memlab.methods.recap import plots
 from memlab.methods.recap.agents import ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier
 from memlab.methods.recap.config import RecapConfig
 from memlab.methods.recap.extraction import ExtractionAgent
-from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, make_memscore_fn, run_books
+from memlab.methods.recap.memscore import make_memscore_fn
+from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, run_books
 from memlab.methods.recap.prompts import Prompts
 from memlab.methods.recap.summary import SectionSummaryAgent
 from memlab.results import StudyResult

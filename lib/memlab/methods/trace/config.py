@@ -31,9 +31,10 @@ class TraceConfig:
         return cached_index(docs, tokenizer, self.index_root, backend=backend or self.backend, label=label,
                             shard_tokens=self.index_shard_tokens)
 
-    def tracer(self, index, tokenizer):
-        """A :class:`~memlab.methods.trace.simpletrace.Tracer` over ``index`` with these settings."""
+    def tracer(self, index, tokenizer, **runtime):
+        """A :class:`~memlab.methods.trace.simpletrace.Tracer` over ``index`` with these settings; ``runtime``:
+        its options that are no method setting (``on_empty``, ``max_scan``, ``word_boundaries``)."""
         from memlab.methods.trace.simpletrace import Tracer
 
         return Tracer(index, tokenizer, k_frac=self.k_frac, doc_cap=self.doc_cap, min_span_tokens=self.min_span_tokens,
-                      min_full_match_words=self.min_full_match_words)
+                      min_full_match_words=self.min_full_match_words, **runtime)

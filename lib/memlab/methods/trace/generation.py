@@ -31,14 +31,14 @@ def run_propme(backend, tracer: Tracer, template_file: str | Path, docs, *, n_pr
     return trace_generations(tracer, gens, extra, progress=progress), sets
 
 
-def prompt_overlap(tracer: Tracer, prompt_sets: dict[str, list[Prompt]], *, nv_recall_threshold: float
-                   ) -> list[dict]:
+def prompt_overlap(tracer: Tracer, prompt_sets: dict[str, list[Prompt]], *, n_tokens: int,
+                   nv_recall_threshold: float) -> list[dict]:
     """Fig. 2: each prompt set traced against the corpus — average nv_recall and the fraction of prompts
     matched verbatim (full_raw) in the corpus."""
     rows = []
     for setting, prompts in prompt_sets.items():
         traces = tracer.trace([p.text for p in prompts])
-        m = corpus_metrics(traces, nv_recall_threshold=nv_recall_threshold, with_rouge=False)
+        m = corpus_metrics(traces, n_tokens=n_tokens, nv_recall_threshold=nv_recall_threshold, with_rouge=False)
         rows.append({"setting": setting, "prompts": len(prompts), "avg_nv_recall": m["avg_nv_recall"],
                      "verbatim_matched_fraction": m["generations_full_matches_ratio"],
                      "average_longest_span_length": m["average_longest_span_length"]})

@@ -78,7 +78,7 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 
-def generation_metrics(tr: GenerationTrace, *, n_tokens: int = 32, nv_recall_threshold: float = 0.5,
+def generation_metrics(tr: GenerationTrace, *, n_tokens: int, nv_recall_threshold: float,
                        k: int = 1, near_dup_threshold: float = 0.9) -> dict:
     """One row per generation: its spans, matches and the nv_* fields of its best pair."""
     best = tr.best_doc
@@ -110,7 +110,7 @@ def generation_metrics(tr: GenerationTrace, *, n_tokens: int = 32, nv_recall_thr
     }
 
 
-def document_metrics(traces: Sequence[GenerationTrace], *, nv_recall_threshold: float = 0.5) -> list[dict]:
+def document_metrics(traces: Sequence[GenerationTrace], *, nv_recall_threshold: float) -> list[dict]:
     """One row per retrieved document: how many generations hit it, how, and its best nv_recall."""
     rows: dict[int, dict] = {}
     for g, tr in enumerate(traces):
@@ -129,7 +129,7 @@ def document_metrics(traces: Sequence[GenerationTrace], *, nv_recall_threshold: 
     return [rows[k] for k in sorted(rows)]
 
 
-def corpus_metrics(traces: Sequence[GenerationTrace], *, n_tokens: int = 32, nv_recall_threshold: float = 0.5,
+def corpus_metrics(traces: Sequence[GenerationTrace], *, n_tokens: int, nv_recall_threshold: float,
                    k: int = 1, near_dup_threshold: float = 0.9, with_rouge: bool = True) -> dict:
     """Every App. H metric over a batch (see the module docstring), plus the App. F extras."""
     n = len(traces)

@@ -22,7 +22,7 @@ A literal ``\\n`` in a template stands for a newline (for code prompts).
 
 Propensity-aware transformation (the paper does not publish its formula; this is ours)::
 
-    propensity(p, c) = (p + ε) / (p + c + 2ε),      p, c ≥ 0, ε > 0 (default 0.01)
+    propensity(p, c) = (p + ε) / (p + c + 2ε),      p, c ≥ 0, ε > 0 (``method.propensity_eps``)
 
 with ``c`` a memorization metric under the capability setting (prefix) and ``p`` the same metric under an
 ordinary-use setting (generic or specific), e.g. FMR or NVR. Properties (tested): it lies in (0, 1); it is
@@ -129,7 +129,7 @@ def prefix_prompts(docs: Sequence, tokenizer, n: int, seed: int, *, prefix_token
     return out
 
 
-def build_prompt_sets(template_file: str | Path, docs: Sequence, tokenizer, *, n: int = 100, seed: int = 0,
+def build_prompt_sets(template_file: str | Path, docs: Sequence, tokenizer, *, n: int, seed: int,
                       prefix_tokens: int = 32, continuation_tokens: int = 64,
                       prefix_position: str = "start") -> dict[str, list[Prompt]]:
     return {
@@ -142,7 +142,7 @@ def build_prompt_sets(template_file: str | Path, docs: Sequence, tokenizer, *, n
 
 # ------------------------------------------------------------------------------------- transformation
 
-def propensity(p: float, c: float, eps: float = 0.01) -> float:
+def propensity(p: float, c: float, eps: float) -> float:
     """Propensity-aware score of an ordinary-use metric ``p`` against the capability metric ``c``:
     ``(p + ε) / (p + c + 2ε)`` (see the module docstring for its properties)."""
     for name, v in (("propensity metric", p), ("capability metric", c)):

@@ -156,7 +156,7 @@ def words(text: str) -> list[str]:
 
 
 def classify_match(generation: str, document: str, normalized_document: str | None = None, *,
-                   min_words: int = 1) -> str:
+                   min_words: int) -> str:
     """``full_raw`` if one stripped text contains the other verbatim (the generation is entirely
     training text, or it reproduces a whole document); ``full_normalized`` if that holds after
     :func:`normalize_text`; else ``partial``. A generation of fewer than ``min_words`` words counts as a full match
@@ -225,11 +225,13 @@ def word_boundaries(text: str, offsets: Sequence[tuple[int, int]]) -> np.ndarray
 # --------------------------------------------------------------------------------------------- tracer
 
 class Tracer:
-    """SimpleTrace over one :class:`TokenIndex` with the tokenizer the index was built with."""
+    """SimpleTrace over one :class:`TokenIndex` with the tokenizer the index was built with. The settings of
+    ``conf/method/trace.yaml`` have no default here: build it with :meth:`TraceConfig.tracer
+    <memlab.methods.trace.config.TraceConfig.tracer>`."""
 
-    def __init__(self, index: TokenIndex, tokenizer, *, k_frac: float = 0.05, doc_cap: int = 10,
-                 max_scan: int = 1000, min_span_tokens: int = 1, word_boundaries: bool = True,
-                 on_empty: str = "error", min_full_match_words: int = 1):
+    def __init__(self, index: TokenIndex, tokenizer, *, k_frac: float, doc_cap: int, min_span_tokens: int,
+                 min_full_match_words: int, max_scan: int = 1000, word_boundaries: bool = True,
+                 on_empty: str = "error"):
         index.check_tokenizer(tokenizer)
         if not getattr(tokenizer, "is_fast", False):
             raise MemlabError("SimpleTrace needs a fast (Rust) tokenizer for character offsets; "

@@ -209,7 +209,8 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> 
                                   prefix_position=t.prefix_position, seed=method.seed,
                                   extra={"model": tiny_name, "corpus": "training set"})
     overlap = [{"model": tiny_name, "corpus": "training set", **r}
-               for r in prompt_overlap(tracer, sets, nv_recall_threshold=method.nv_recall_threshold)]
+               for r in prompt_overlap(tracer, sets, n_tokens=method.n_tokens,
+                                      nv_recall_threshold=method.nv_recall_threshold)]
     all_traces, e = list(traces), p.external
     for name in e.models:
         with catalog.named(name) as b:
@@ -226,7 +227,8 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> 
                                     seed=method.seed, extra={"model": name, "corpus": spec["label"]})
                 all_traces += got
                 overlap += [{"model": name, "corpus": spec["label"], **r}
-                            for r in prompt_overlap(tr, s, nv_recall_threshold=method.nv_recall_threshold)]
+                            for r in prompt_overlap(tr, s, n_tokens=method.n_tokens,
+                                                    nv_recall_threshold=method.nv_recall_threshold)]
     keys = ["model", "corpus", "setting"]
     summary = pd.DataFrame(summary_rows(all_traces, keys, n_tokens=method.n_tokens,
                                         nv_recall_threshold=method.nv_recall_threshold))
