@@ -263,13 +263,21 @@ def run_outputs(run_dir: str, notebook_stem: str) -> dict:
             "metrics": [f"{run_dir}/metrics.json"]}
 
 
+def numerics_params() -> list[dict]:
+    """The default numeric path (conf/numerics/<profile>.yaml): every process pins it when it imports memlab, so
+    every stage's bytes depend on it (experiments get it from their composition too)."""
+    from memlab.numerics import default_profile
+
+    return whole_files([f"conf/numerics/{default_profile()}.yaml"])
+
+
 def stages() -> dict:
     families = _zoo_families()
     st: dict[str, dict] = {}
     st["data"] = {
         "cmd": f"{PY} -m memlab.data.prepare --out data/corpora",
         "deps": code_deps(["memlab.data.prepare"]),
-        "params": whole_files(sorted(_rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml"))),
+        "params": whole_files(sorted(_rel(p) for p in (CONF_DIR / "corpora").glob("*.yaml"))) + numerics_params(),
         "outs": ["data/corpora"],
         "meta": {"cores": 1},
     }
@@ -277,6 +285,7 @@ def stages() -> dict:
         st[f"model-{name}"] = {
             "cmd": f"{PY} -m memlab.models.build --out models --only {name}",
             "deps": code_deps(["memlab.models.convert"]),
+            "params": numerics_params(),
             "outs": [_model_out(name)],
             "meta": {"cores": 1},
         }
@@ -289,7 +298,7 @@ def stages() -> dict:
             "cmd": f"{PY} -m memlab.models.build --zoo conf/zoo --out models --only {fam} --jobs {ZOO_JOBS}",
             "deps": deps,
             # every key of the family file but `minutes` (a scheduling hint, not part of the build)
-            "params": [{f"conf/zoo/{fam}.yaml": [k for k in spec if k not in SCHEDULING_KEYS]}],
+            "params": [{f"conf/zoo/{fam}.yaml": [k for k in spec if k not in SCHEDULING_KEYS]}, *numerics_params()],
             "outs": [_model_out(fam)],
             "meta": {"cores": min(ZOO_JOBS, len(load_family(fam).sizes)),
                      **({"minutes": float(spec["minutes"])} if spec.get("minutes") is not None else {})},
