@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memlab.config import CONF_DIR, check_experiment, compose, required_model_setting, required_threads
 from memlab.errors import ConfigError, MemlabError
+from memlab.model_use import check_model_override
 from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -283,7 +284,9 @@ JOB_ERRORS_ENV = "MEMLAB_JOB_ERRORS"
 def _main(cfg: DictConfig) -> None:
     key = "?"
     try:
-        key = run_key(list(HydraConfig.get().overrides.task))
+        overrides = list(HydraConfig.get().overrides.task)
+        key = run_key(overrides)
+        check_model_override(cfg, overrides)  # a model choice is the model under test, or refused (memlab.model_use)
         execute(cfg, key)
     except MemlabError as err:
         print(f"memlab: error: {err}", file=sys.stderr)

@@ -53,8 +53,12 @@ class Catalog:
     def open(self, model_cfg: Mapping[str, Any] | None = None) -> Backend:
         """A backend for a model node (default: the run's ``model``), wrapped in the run's cache."""
         from memlab.backends.factory import build_backend
+        from memlab.models.convert import gguf_as_folder
 
-        b = build_backend(model_cfg if model_cfg is not None else self.template, self.cache)
+        node = model_cfg if model_cfg is not None else self.template
+        if node is not None and self.paths.get("gguf"):  # a GGUF loads from its folder converted once
+            node = gguf_as_folder(to_plain(node), self.paths["gguf"])
+        b = build_backend(node, self.cache)
         self.opened.append(b)
         return b
 
