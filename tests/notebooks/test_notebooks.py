@@ -66,7 +66,7 @@ CASES = {
                      ["pearl_scores", "flagged_share_by_epoch", "acr_scores"]),
     "pearl_mia": (PEARL_TINY, ["scores_by_epoch", "mia_vs_memorization", "detection_by_epoch"]),
     "pearl_sizes": (PEARL_TINY + ["params.sizes=[m]"], ["pearl_scores", "flagged_counts_by_size"]),
-    "pearl_wild": (PEARL_TINY + ["params.models=[tiny-neox]", "+params.styles.tiny-neox=raw",
+    "pearl_wild": (PEARL_TINY + ["models=[tiny-neox]",
                                 "~params.sources.release_notes", "~params.sources.post_cutoff_code",
                                 "params.calibration_sources={text: fortunes, code: humaneval}"],
                    ["pearl_scores", "flagged_counts_fixed_thresholds", "alpha_calibrated_per_domain",
