@@ -58,7 +58,8 @@ def testing_experiments() -> list[str]:
 
 def check_model_override(cfg, overrides: Sequence[str]) -> None:
     """Refuse a model choice where the experiment tests no given model; where it does, make the chosen ``model``
-    the one model under test (``cfg.models = [model]``, named after its path or served id unless named)."""
+    the one model under test (``cfg.models = [model]``, named after its path or served id unless named) and give
+    ``cfg.model`` back its experiment's node (with the command line's runtime keys)."""
     from omegaconf import OmegaConf, open_dict
 
     choices = model_choices(overrides)
@@ -76,8 +77,14 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
     keys = {_key(o).removeprefix("model.") for o in choices}
     if "name" not in keys and keys & set(IDENTITY_KEYS):
         node["name"] = derived_name(to_plain(OmegaConf.create({"paths": cfg.paths, "model": node}).model))
+    from memlab.config import compose
+
+    # the `model` node itself stays the experiment's own (the template of its zoo checkpoints, e.g. the tiny ground
+    # truth beside the tested models): the same control whatever model is tested
+    rest = [o for o in overrides if o not in choices and _key(o) != "experiment"]
     with open_dict(cfg):
         cfg.models = [node]
+        cfg.model = compose(name, rest).model
 
 
 def _what_it_measures(cfg) -> str:
@@ -127,16 +134,16 @@ def target_nodes(cfg) -> list[dict]:
 
 
 def tested_models(resolved_cfg: Mapping) -> dict[str, str]:
-    """Name → where the model the run tested lives: a local folder or GGUF file (hf), or the served id (openai).
-    For the zoo experiments: each required zoo family (``requires.models``) → its folder."""
+    """Name → where each model the run used lives: the models under test (``models``: a local folder or GGUF file for
+    hf, the served id for openai), then the zoo families it requires (``tiny-neox/<family>`` → its folder: the
+    ground truth). An experiment without a ``models`` list: every model its ``requires.models`` names."""
     cfg = to_plain(resolved_cfg)
-    if cfg.get("models") is not None:
-        return {n["name"]: _location(n) for n in target_nodes(cfg)}
+    out = {n["name"]: _location(n) for n in target_nodes(cfg)} if cfg.get("models") is not None else {}
     root = Path(str(cfg["paths"]["models"]))
-    out = {}
     for req in (cfg.get("requires") or {}).get("models") or []:
         rel = str(req).rstrip("/").removeprefix("models/")
-        out[rel] = str(root / rel)
+        if cfg.get("models") is None or rel.startswith("tiny-neox/"):
+            out[rel] = str(root / rel)
     return out
 
 

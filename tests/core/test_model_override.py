@@ -41,7 +41,8 @@ def test_every_experiment_tests_the_chosen_model_or_refuses_it(kind, tmp_path):
             assert msg.endswith("the experiments that test a given model: " + ", ".join(mu.testing_experiments()))
             refused.append(experiment)
             continue
-        assert list(tested) == [name], (experiment, tested)  # only the chosen model, not the defaults beside it
+        chosen = [m for m in tested if not m.startswith("tiny-neox/")]  # beside it: the zoo ground truth, if any
+        assert chosen == [name], (experiment, tested)  # only the chosen model, not the defaults
         assert tested[name].endswith(where)
         ran.append(experiment)
     assert ran == mu.testing_experiments() and "pearl_wild" in ran
@@ -51,6 +52,16 @@ def test_every_experiment_tests_the_chosen_model_or_refuses_it(kind, tmp_path):
 
 def test_the_default_run_tests_todays_models_in_todays_order():
     assert list(_tested("pearl_wild", [])) == ["smollm2-135m-instruct", "gemma-3-270m"]
+    assert list(_tested("trace_capability_propensity", [])) == ["smollm2-135m-instruct", "gemma-3-270m",
+                                                                 "tiny-neox/kjv"]
+
+
+def test_the_zoo_control_beside_a_tested_model_keeps_the_experiments_own_settings():
+    ov = ["model=gemma-3-270m", "model.threads=2"]
+    cfg = compose("trace_capability_propensity", ov)
+    mu.check_model_override(cfg, ov)
+    assert (cfg.model.name, cfg.model.threads, cfg.model.kv_cache) == ("tiny-neox", 2, "static")
+    assert [(m.name, m.threads) for m in cfg.models] == [("gemma-3-270m", 2)]
 
 
 def test_a_gguf_path_keeps_the_experiments_runtime_settings_and_is_named_after_the_file(tmp_path):

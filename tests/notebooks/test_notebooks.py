@@ -79,7 +79,7 @@ CASES = {
     "trace_stages": (TRACE_PROMPTS + ["params.corpus_a.prefix_tokens=16"],
                      ["stage_metrics", "stage_propensity"]),
     "trace_capability_propensity": (["params.tiny.n_prompts=2", "params.tiny.max_new_tokens=8",
-                                     "params.tiny.prefix_tokens=16", "params.external.models=[tiny-neox]",
+                                     "params.tiny.prefix_tokens=16", "models=[tiny-neox]",
                                      "params.external.n_prompts=1", "params.external.max_new_tokens=8",
                                      "params.external.prefix_tokens=16"],
                                     ["capability_propensity", "propensity", "prompt_overlap"]),
