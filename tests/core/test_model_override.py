@@ -72,6 +72,11 @@ def test_a_gguf_path_keeps_the_experiments_runtime_settings_and_is_named_after_t
     assert node["name"] == "x.Q4_1" and node["path"].endswith("x.Q4_1.gguf")
     assert {k: node[k] for k in ("batch_size", "dtype", "threads")} == {k: preset[k] for k in ("batch_size", "dtype",
                                                                                                "threads")}
+    # run.json's threads / dtypes are those of the model that runs, not of the experiment's defaults
+    from memlab.config import required_model_setting
+
+    assert required_model_setting(OmegaConf.to_container(cfg, resolve=True), "dtype", "float32") == {
+        "x.Q4_1": preset["dtype"]}
 
 
 def test_several_models_are_a_list_of_the_same_entries(tmp_path):
