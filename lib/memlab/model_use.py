@@ -106,23 +106,21 @@ def derived_name(node: Mapping[str, Any]) -> str:
 
 def target_nodes(cfg) -> list[dict]:
     """The model nodes (resolved, plain dicts) of the models a run tests, in the order of its ``models`` list."""
-    from memlab.models.catalog import Catalog
-
     cfg = to_plain(cfg)
     entries = cfg.get("models")
     if entries is None:
         raise ConfigError(f"experiment {cfg.get('experiment_name')} tests no given model (no `models` list)")
     if isinstance(entries, (str, Mapping)):
         entries = [entries]
-    catalog, out = Catalog(cfg.get("model"), None, cfg["paths"]), []
+    out = []
     for entry in entries:
         if isinstance(entry, str):
-            out.append(catalog.named_cfg(entry))
+            out.append(preset(entry, cfg["paths"]))
             continue
         if not isinstance(entry, Mapping):
             raise ConfigError(f"each entry of models must be a conf/model/ name or a mapping, got {entry!r}")
         entry = dict(entry)
-        base = catalog.named_cfg(entry.pop("preset")) if "preset" in entry else dict(cfg["model"])
+        base = preset(entry.pop("preset"), cfg["paths"]) if "preset" in entry else dict(cfg["model"])
         node = {**base, **entry}
         if "name" not in entry and set(entry) & set(IDENTITY_KEYS):
             node["name"] = derived_name(node)
@@ -131,6 +129,19 @@ def target_nodes(cfg) -> list[dict]:
     if len(set(names)) != len(names):
         raise ConfigError(f"models under test must have distinct names, got {names}")
     return out
+
+
+def preset(name: str, paths: Mapping) -> dict:
+    """The node of ``conf/model/<name>.yaml`` composed by Hydra, resolved against a run's ``paths``."""
+    from omegaconf import OmegaConf
+
+    from memlab.config import compose
+
+    known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+    if name not in known:
+        raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
+    node = OmegaConf.to_container(compose(overrides=[f"model={name}"]).model, resolve=False)
+    return to_plain(OmegaConf.create({"paths": to_plain(paths), "model": node}).model)
 
 
 def tested_models(resolved_cfg: Mapping) -> dict[str, str]:

@@ -35,16 +35,9 @@ class Catalog:
 
     def named_cfg(self, name: str) -> dict:
         """The node of ``conf/model/<name>.yaml`` composed by Hydra, resolved against this run's paths."""
-        from omegaconf import OmegaConf
+        from memlab.model_use import preset
 
-        from memlab.config import CONF_DIR, compose
-        from memlab.errors import ConfigError
-
-        known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
-        if name not in known:
-            raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
-        node = OmegaConf.to_container(compose(overrides=[f"model={name}"]).model, resolve=False)
-        return to_plain(OmegaConf.create({"paths": self.paths, "model": node}).model)
+        return preset(name, self.paths)
 
     def checkpoint_cfg(self, family: str, size: str, epoch: int | str) -> dict:
         return self.family(family).model_cfg(size, epoch, self.template)
