@@ -62,6 +62,8 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
     ``cfg.model`` back its experiment's node (with the command line's runtime keys)."""
     from omegaconf import OmegaConf, open_dict
 
+    from memlab.config import compose
+
     choices = model_choices(overrides)
     if not choices:
         return
@@ -77,8 +79,6 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
     keys = {_key(o).removeprefix("model.") for o in choices}
     if "name" not in keys and keys & set(IDENTITY_KEYS):
         node["name"] = derived_name(to_plain(OmegaConf.create({"paths": cfg.paths, "model": node}).model))
-    from memlab.config import compose
-
     # the `model` node itself stays the experiment's own (the template of its zoo checkpoints, e.g. the tiny ground
     # truth beside the tested models): the same control whatever model is tested
     rest = [o for o in overrides if o not in choices and _key(o) != "experiment"]
