@@ -242,7 +242,8 @@ def file_sha256(path: Path) -> str:
 def converted_gguf(gguf_path: str | Path, cache_dir: str | Path, threads: int = 1) -> Path:
     """The fp32 safetensors folder of any GGUF file, converted on first use into ``cache_dir/<sha256[:16]>`` (keyed by
     the file's bytes, like the zoo's models by their spec): later runs load that folder (seconds) instead of
-    dequantizing the GGUF again (SmolLM2-135M ≈ 30 s, Gemma-3-270M ≈ 60 s). Concurrent runs convert once (a lock)."""
+    dequantizing the GGUF again (SmolLM2-135M ≈ 30 s, Gemma-3-270M ≈ 60 s). Concurrent runs convert once (a
+    lock)."""
     import torch
     from filelock import FileLock
 

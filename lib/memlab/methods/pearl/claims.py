@@ -127,7 +127,8 @@ def code_over_unseen(res, c: Claim) -> Finding:
     mw = mw[(mw.task_kind == "completion") & mw.source.isin(["humaneval", "kjv"])]
     if not len(mw):
         return Finding(None, None, "completion on HumanEval / KJV", NOT_TESTABLE,
-                       "the completion task or the HumanEval and KJV sources did not run (params.tasks, params.sources)")
+                       "the completion task or the HumanEval and KJV sources did not run "
+                       "(params.tasks, params.sources)")
     n = int(min(mw.n_seen.min(), mw.n_unseen.min())) if len(mw) else 0
     setting = f"{', '.join(sorted(set(mw.model)))}; {n} documents per source"
     if n < MIN_WILD_N:

@@ -267,9 +267,10 @@ def wild(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> St
     frames, models = [], [node["name"] for node in targets]
     for model, node in zip(models, targets):
         with catalog.using(node) as backend:
+            style = prompt_style(backend)
             for task in p.tasks:
                 for name, docs in sources.items():
-                    cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": prompt_style(backend)})
+                    cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": style})
                     frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
                                                 domain=p.sources[name].domain))
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
