@@ -53,13 +53,21 @@ def required_model_setting(cfg: Mapping, key: str, fallback):
     """One setting (``key``, e.g. ``threads`` or ``dtype``) of each model a run requires (``requires.models``),
     by model name: a model converted into ``models/<name>`` takes it from ``conf/model/<name>.yaml``; zoo
     checkpoints (``models/tiny-neox/<family>``) from the run's model template (``model.<key>``); ``fallback``
-    where the config leaves it empty."""
+    where the config leaves it empty. A run with a ``models`` list (the models under test, memlab.model_use) takes
+    those models' settings from their nodes instead of ``requires.models``."""
     out: dict = {}
     template = (cfg.get("model") or {}).get(key) or fallback
+    tested = cfg.get("models") is not None and cfg.get("paths") is not None
+    if tested:  # the models under test, as this run chose them (memlab.model_use), then the zoo beside them
+        from memlab.model_use import target_nodes
+
+        out.update({n["name"]: n.get(key) or fallback for n in target_nodes(cfg)})
     for path in (cfg.get("requires") or {}).get("models") or []:
         parts = str(path).rstrip("/").split("/")
         if len(parts) >= 3 and parts[1] == "tiny-neox":
             out[parts[2]] = template
+        elif tested:
+            continue
         elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
             out[parts[-1]] = preset_setting(cfg, parts[-1], key) or fallback
     return out

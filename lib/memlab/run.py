@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from memlab import numerics
 from memlab.config import CONF_DIR, check_experiment, compose
 from memlab.errors import ConfigError, MemlabError
+from memlab.model_use import check_model_override
 from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
 from memlab.schema import check_like_defaults, validate_tree
 
@@ -268,7 +269,9 @@ JOB_ERRORS_ENV = "MEMLAB_JOB_ERRORS"
 def _main(cfg: DictConfig) -> None:
     key = "?"
     try:
-        key = run_key(list(HydraConfig.get().overrides.task))
+        overrides = list(HydraConfig.get().overrides.task)
+        key = run_key(overrides)
+        check_model_override(cfg, overrides)  # a model choice is the model under test, or refused (memlab.model_use)
         execute(cfg, key)
     except MemlabError as err:
         print(f"memlab: error: {err}", file=sys.stderr)

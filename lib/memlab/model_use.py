@@ -1,0 +1,169 @@
+"""The model under test: one meaning for ``model`` in every experiment.
+
+* An experiment that tests pretrained models says which by default in a top-level ``models:`` list (its
+  conf/experiment file). On the command line the ``model`` group replaces that list by one model:
+  ``model=<preset>`` (conf/model/), ``model.path=<folder or .gguf>`` (over the experiment's ``model`` preset),
+  ``model=vllm model.model_id=…``. Several models: ``models=[<preset>, {path: <folder or .gguf>}, …]``, each entry a
+  conf/model/ name or a mapping over the run's ``model`` node (``preset: <name>`` picks another base).
+* An experiment that measures the tiny ground-truth zoo (no ``models:`` list) refuses a model choice in one line
+  naming the experiments that test a given model. Keys that only say how a model runs (threads, batch sizes, device,
+  dtype, kv cache) are not a choice of model and pass: the zoo experiments apply them to every checkpoint.
+
+:func:`check_model_override` is called by the runner before a run; :func:`target_nodes` gives a study its models;
+:func:`tested_models` names what a run tested (``run.json``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from memlab.config import CONF_DIR, to_plain
+from memlab.errors import ConfigError
+
+RUNTIME_KEYS = ("threads", "batch_size", "score_batch_size", "device", "dtype", "kv_cache")
+IDENTITY_KEYS = ("path", "gguf_file", "model_id")   # a node given one of these but no name is named after it
+
+
+def _key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def model_choices(overrides: Sequence[str]) -> list[str]:
+    """The command-line overrides that choose a model (``model=…``, ``model.<key>=…`` other than runtime keys)."""
+    out = []
+    for o in overrides:
+        key = _key(o)
+        if key == "model" or (key.startswith("model.") and key.split(".")[1] not in RUNTIME_KEYS):
+            out.append(o)
+    return out
+
+
+def testing_experiments() -> list[str]:
+    """Experiments that test a given model: their conf/experiment file (or one it extends) sets ``models:``."""
+    import yaml
+
+    def sets_models(name: str, seen: frozenset = frozenset()) -> bool:
+        path = CONF_DIR / "experiment" / f"{name}.yaml"
+        if name in seen or not path.exists():
+            return False
+        spec = yaml.safe_load(path.read_text()) or {}
+        if spec.get("models") is not None:
+            return True
+        parents = [d for d in spec.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
+        return any(sets_models(p, seen | {name}) for p in parents)
+
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml") if sets_models(p.stem))
+
+
+def check_model_override(cfg, overrides: Sequence[str]) -> None:
+    """Refuse a model choice where the experiment tests no given model; where it does, make the chosen ``model``
+    the one model under test (``cfg.models = [model]``, named after its path or served id unless named) and give
+    ``cfg.model`` back its experiment's node (with the command line's runtime keys)."""
+    from omegaconf import OmegaConf, open_dict
+
+    from memlab.config import compose
+
+    choices = model_choices(overrides)
+    if not choices:
+        return
+    name = cfg.get("experiment_name")
+    if cfg.get("models") is None:
+        raise ConfigError(f"experiment {name} measures {_what_it_measures(cfg)}, not a given model: refusing "
+                          f"'{choices[0]}'; the experiments that test a given model: "
+                          f"{', '.join(testing_experiments())}")
+    if any(_key(o) == "models" for o in overrides):
+        raise ConfigError(f"give the models under test either as model=/model.<key>= (one) or as models=[…] "
+                          f"(several), not both: {choices[0]}")
+    node = OmegaConf.to_container(cfg.model, resolve=False)
+    keys = {_key(o).removeprefix("model.") for o in choices}
+    if "name" not in keys and keys & set(IDENTITY_KEYS):
+        node["name"] = derived_name(to_plain(OmegaConf.create({"paths": cfg.paths, "model": node}).model))
+    # the `model` node itself stays the experiment's own (the template of its zoo checkpoints, e.g. the tiny ground
+    # truth beside the tested models): the same control whatever model is tested
+    rest = [o for o in overrides if o not in choices and _key(o) != "experiment"]
+    with open_dict(cfg):
+        cfg.models = [node]
+        cfg.model = compose(name, rest).model
+
+
+def _what_it_measures(cfg) -> str:
+    required = [str(m) for m in (cfg.get("requires") or {}).get("models") or []]
+    if not required:
+        return "no model"
+    if all(m.startswith("models/tiny-neox/") for m in required):
+        return "the tiny ground-truth zoo"
+    return "the models its own config lists"
+
+
+def derived_name(node: Mapping[str, Any]) -> str:
+    """A model's name from what identifies it: a GGUF file's stem, a folder's name, a served id's last part."""
+    if node.get("backend") == "openai" or not node.get("path"):
+        return str(node.get("model_id") or node.get("name")).rstrip("/").split("/")[-1]
+    path = Path(str(node["path"])) / node["gguf_file"] if node.get("gguf_file") else Path(str(node["path"]))
+    return path.stem if path.suffix == ".gguf" else path.name
+
+
+def target_nodes(cfg) -> list[dict]:
+    """The model nodes (resolved, plain dicts) of the models a run tests, in the order of its ``models`` list."""
+    cfg = to_plain(cfg)
+    entries = cfg.get("models")
+    if entries is None:
+        raise ConfigError(f"experiment {cfg.get('experiment_name')} tests no given model (no `models` list)")
+    if isinstance(entries, (str, Mapping)):
+        entries = [entries]
+    out = []
+    for entry in entries:
+        if isinstance(entry, str):
+            out.append(preset(entry, cfg["paths"], cfg.get("numerics")))
+            continue
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"each entry of models must be a conf/model/ name or a mapping, got {entry!r}")
+        entry = dict(entry)
+        base = preset(entry.pop("preset"), cfg["paths"], cfg.get("numerics")) if "preset" in entry else dict(cfg["model"])
+        node = {**base, **entry}
+        if "name" not in entry and set(entry) & set(IDENTITY_KEYS):
+            node["name"] = derived_name(node)
+        out.append(node)
+    names = [n.get("name") for n in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"models under test must have distinct names, got {names}")
+    return out
+
+
+def preset(name: str, paths: Mapping, numerics: Mapping | None = None) -> dict:
+    """The node of ``conf/model/<name>.yaml`` composed by Hydra, resolved against a run's ``paths`` and numeric path
+    (``numerics``; default: the one this process was pinned to — a preset's dtype follows it)."""
+    from omegaconf import OmegaConf
+
+    from memlab.config import compose
+    from memlab.numerics import active
+
+    known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+    if name not in known:
+        raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
+    composed = compose(overrides=[f"model={name}", f"numerics={(numerics or {}).get('name') or active()}"])
+    scope = {"paths": to_plain(paths), "numerics": to_plain(composed.numerics),
+             "model": OmegaConf.to_container(composed.model, resolve=False)}
+    return to_plain(OmegaConf.create(scope).model)
+
+
+def tested_models(resolved_cfg: Mapping) -> dict[str, str]:
+    """Name → where each model the run used lives: the models under test (``models``: a local folder or GGUF file for
+    hf, the served id for openai), then the zoo families it requires (``tiny-neox/<family>`` → its folder: the
+    ground truth). An experiment without a ``models`` list: every model its ``requires.models`` names."""
+    cfg = to_plain(resolved_cfg)
+    out = {n["name"]: _location(n) for n in target_nodes(cfg)} if cfg.get("models") is not None else {}
+    root = Path(str(cfg["paths"]["models"]))
+    for req in (cfg.get("requires") or {}).get("models") or []:
+        rel = str(req).rstrip("/").removeprefix("models/")
+        if cfg.get("models") is None or rel.startswith("tiny-neox/"):
+            out[rel] = str(root / rel)
+    return out
+
+
+def _location(node: Mapping[str, Any]) -> str:
+    if node.get("backend") == "openai":
+        return str(node.get("model_id"))
+    path = Path(str(node["path"]))
+    return str(path / node["gguf_file"]) if node.get("gguf_file") else str(path)
