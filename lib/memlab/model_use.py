@@ -78,7 +78,8 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
     node = OmegaConf.to_container(cfg.model, resolve=False)
     keys = {_key(o).removeprefix("model.") for o in choices}
     if "name" not in keys and keys & set(IDENTITY_KEYS):
-        node["name"] = derived_name(to_plain(OmegaConf.create({"paths": cfg.paths, "model": node}).model))
+        scope = {"paths": cfg.paths, "numerics": cfg.numerics, "model": node}
+        node["name"] = derived_name(to_plain(OmegaConf.create(scope).model))
     # the `model` node itself stays the experiment's own (the template of its zoo checkpoints, e.g. the tiny ground
     # truth beside the tested models): the same control whatever model is tested
     rest = [o for o in overrides if o not in choices and _key(o) != "experiment"]

@@ -123,9 +123,9 @@ def _scores(tasks):
 def test_a_task_that_did_not_run_is_empty_not_zero():
     from memlab.methods.pearl.study import completion_vs_summarization
 
-    only = completion_vs_summarization(_scores(["completion"]), 0.14)
+    only = completion_vs_summarization(_scores(["completion"]), 0.14, "sensitivity")
     assert only.completion.tolist() == [12] and only.summarization.isna().all() and only.both.isna().all()
-    both = completion_vs_summarization(_scores(["completion", "summarization"]), 0.14)
+    both = completion_vs_summarization(_scores(["completion", "summarization"]), 0.14, "sensitivity")
     assert both[["completion", "summarization", "both", "n"]].values.tolist() == [[12, 12, 12, 12]]
 
 
@@ -138,12 +138,12 @@ def test_the_summarization_claim_is_not_judged_when_summarization_did_not_run():
     rules_for("pearl_")
     claim = next(c for c in load_claims() if c.id == "pearl_wild_task_dependence")
     for tasks, verdict in ((["completion"], NOT_TESTABLE), (["completion", "summarization"], "not reproduced")):
-        res = StudyResult(tables={"completion_vs_summarization": completion_vs_summarization(_scores(tasks), 0.14)},
+        res = StudyResult(tables={"completion_vs_summarization": completion_vs_summarization(_scores(tasks), 0.14, "sensitivity")},
                           metrics={})
         f = RULES[claim.id](res, claim)
         assert f.verdict == verdict, (tasks, f)
     assert "summarization did not run" in RULES[claim.id](
-        StudyResult(tables={"completion_vs_summarization": completion_vs_summarization(_scores(["completion"]), 0.1)},
+        StudyResult(tables={"completion_vs_summarization": completion_vs_summarization(_scores(["completion"]), 0.1, "sensitivity")},
                     metrics={}), claim).reason
 
 
