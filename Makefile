@@ -110,8 +110,9 @@ TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 test: setup llama-cpp
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
+# BENCH_ARGS: e.g. --quick (every section at minute scale, what CI runs) or --only metrics trace
 bench: setup
-	$(PY) -m memlab.bench
+	$(PY) -m memlab.bench $(BENCH_ARGS)
 
 lab: setup
 	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --LabApp.extension_manager=readonly \

@@ -67,13 +67,14 @@ def run(quick: bool = False) -> dict:
     n_docs = 4 if quick else 8
     model_cfg, docs, model_name = _model_and_docs(n_docs)
     base = ["method.task.max_input_words=60", "method.task.max_new_tokens=16"]
-    out: dict = {"model": model_name, "n_docs": len(docs), "levels": 6}
+    out: dict = {"model": model_name, "n_docs": len(docs)}
     for mode, extra in (("greedy", ["method.samples=1", "method.temperature=0.0"]),
                         ("sampled", [f"method.samples={2 if quick else 4}", "method.temperature=0.7"])):
         cfg = method_config("pearl", [*base, *extra])
         t_batched, r_batched = _run(model_cfg, 32, docs, cfg)
         t_single, r_single = _run(model_cfg, 1, docs, cfg)
-        n_samples = len(docs) * 6 * cfg.samples
+        out["levels"] = len(cfg.perturbation.levels)
+        n_samples = len(docs) * len(cfg.perturbation.levels) * cfg.samples
         out.update({
             f"{mode}_samples": n_samples,
             f"{mode}_batched_s": round(t_batched, 3),
@@ -105,20 +106,20 @@ def shared_prefill(quick: bool) -> dict:
     if not (folder / "config.json").is_file():
         return {"prefill_skipped": f"{folder.relative_to(REPO)} is not built (make models)"}
     docs = sample_docs([d for d in load_corpus("kjv", unit="chapter") if len(d.text.split()) >= 64],
-                       2 if quick else 6, 0)
+                       1 if quick else 6, 0)
     cfgs = [method_config("pearl", ["method.task.max_input_words=64", "method.task.max_new_tokens=16",
                                     "method.samples=1", "method.verbatim_words=0", "method.task.style=chat",
                                     f"method.task.name=text_{task}"]) for task in ("completion", "summarization")]
+    from memlab.config import compose, to_plain
     from memlab.models.catalog import Catalog
 
-    node = Catalog(None, None, {"models": str(REPO / "models"), "zoo": str(REPO / "conf" / "zoo")}).named_cfg(
-        "smollm2-135m-instruct")
+    node = Catalog(None, None, to_plain(compose(overrides=["cache=null"]).paths)).named_cfg("smollm2-135m-instruct")
     backend = build_backend({**node, "dtype": "float32"}, None)  # conf/model's batch size and threads
     shared = HFBackend._shared_prefill
     times: dict[str, list[float]] = {"shared": [], "padded": []}
     outputs: dict[str, list] = {}
     try:
-        for _ in range(2):
+        for _ in range(1 if quick else 2):
             for mode in ("shared", "padded"):
                 HFBackend._shared_prefill = shared if mode == "shared" else (lambda self, prompts, width, max_len: None)
                 t0 = time.perf_counter()
