@@ -331,6 +331,9 @@ def _precheck(argv: list[str]) -> None:
     flag_values = {i + 1 for i, a in enumerate(argv[:-1])  # Hydra's own flags with a value: --cfg job, --info config
                    if a in ("--cfg", "-c", "--package", "-p") or (a in ("--info", "-i") and "=" not in argv[i + 1])}
     argv = [a for i, a in enumerate(argv) if i not in flag_values]
+    if {"-m", "--multirun"} & set(argv) and {"--cfg", "-c", "--info", "-i"} & set(argv):
+        print("memlab: error: --cfg/--info show one composition: drop -m (and pass one value per key)", file=sys.stderr)
+        sys.exit(2)
     for arg in argv:
         if arg.startswith("-"):
             continue
