@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from memlab.lab import pre_save_hook
 
@@ -44,12 +45,17 @@ class _Manager:
         self.root_dir = str(root)
 
 
-def test_hook_strips_what_running_adds_and_keeps_the_tracked_bytes(repo_root, tmp_path):
-    tracked = (repo_root / "notebooks" / NOTEBOOK).read_bytes()
+TRACKED = sorted(p.name for p in (Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", TRACKED)
+def test_hook_strips_what_running_adds_and_keeps_the_tracked_bytes(repo_root, tmp_path, name):
+    """Also: each tracked notebook is stored as Jupyter writes it (nbformat's JSON), so a save is byte-identical."""
+    tracked = (repo_root / "notebooks" / name).read_bytes()
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / NOTEBOOK).write_bytes(tracked)
+    (tmp_path / "notebooks" / name).write_bytes(tracked)
     model = {"type": "notebook", "content": _ran(json.loads(tracked))}
-    pre_save_hook(model=model, path=f"notebooks/{NOTEBOOK}", contents_manager=_Manager(tmp_path))
+    pre_save_hook(model=model, path=f"notebooks/{name}", contents_manager=_Manager(tmp_path))
     assert nbformat.writes(nbformat.from_dict(model["content"])) + "\n" == tracked.decode()
     params = [c for c in model["content"]["cells"] if "parameters" in c["metadata"].get("tags", [])]
     assert ["".join(c["source"]) for c in params] == ["cfg = {}"]  # how a notebook opened in Lab gets its config
