@@ -17,6 +17,9 @@ prompts × 16 new tokens at the model's configured rows, and 16 of them scored; 
 speed ratios, greedy outputs identical (count), mean |Δ log-prob| per token and the largest |Δ| of a text's mean
 log-prob (bf16 vs fp32), and whether a second bf16 pass gives identical token ids and log-probs (determinism).
 This is what sets the pretrained models' ``dtype`` (bf16 matrix units: AMX on this CPU).
+
+``quick``: every section on the test suite's micro GPT-NeoX with fewer prompts, one output-layer shape — the code
+paths in seconds, not numbers to compare.
 """
 
 from __future__ import annotations
@@ -68,6 +71,25 @@ def _pick_model() -> tuple[str, dict]:
     raise FileNotFoundError("no model for the backend benchmark: run `make models` (or `make test` once)")
 
 
+def _micro() -> tuple[str, dict]:
+    """The test suite's micro GPT-NeoX (trained in seconds, cached) as a node of the run's model template."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import build_micro_family
+
+    fam = build_micro_family()
+    return fam.model_cfg["name"], {**_catalog().template, **fam.model_cfg, "chat_template": "none"}
+
+
+def _models(quick: bool) -> list[tuple[str, dict | str]]:
+    """(name, model node) of the models the batch-size and dtype sections compare: the pretrained ones (a note when
+    one is not built); quick: the micro model only (the code paths, in seconds)."""
+    if quick:
+        return [_micro()]
+    return [(name, _model_cfg(name) if _built(name) else "not built (make models)") for name in PRETRAINED]
+
+
 def _licence_prompts(n: int, words: int) -> list[str]:
     text = " ".join(p.read_text(errors="replace") for p in sorted(Path("/usr/share/common-licenses").glob("*"))
                     if p.is_file())
@@ -79,17 +101,17 @@ def _batch_sizes(quick: bool) -> dict:
     from memlab.backends.base import GenerationRequest
     from memlab.backends.factory import build_backend
 
-    n, rows = (4, (2, 4)) if quick else (32, (8, 32))
+    n, rows = (8, (4, 8)) if quick else (32, (8, 32))
     prompts = _licence_prompts(n, 120)
     out: dict = {}
-    for name in PRETRAINED[:1] if quick else PRETRAINED:
-        if not _built(name):
-            out[name] = "not built (make models)"
+    for name, node in _models(quick):
+        if isinstance(node, str):
+            out[name] = node
             continue
-        res: dict = {"n_prompts": n, "max_new_tokens": 16, "dtype": _model_cfg(name)["dtype"]}
+        res: dict = {"n_prompts": n, "max_new_tokens": 16, "dtype": node["dtype"]}
         texts = {}
         for b in rows:
-            backend = build_backend({**_model_cfg(name), "threads": 1, "batch_size": b})
+            backend = build_backend({**node, "threads": 1, "batch_size": b})
             backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
             t0 = time.perf_counter()
             gens = backend.generate([GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts])
@@ -114,19 +136,19 @@ def _dtypes(quick: bool) -> dict:
     from memlab.backends.base import GenerationRequest
     from memlab.backends.factory import build_backend
 
-    n = 2 if quick else 32
+    n = 4 if quick else 32
     prompts = _licence_prompts(n, 120)
     reqs = [GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts]
     texts = prompts[: n // 2]
     out: dict = {}
-    for name in PRETRAINED[:1] if quick else PRETRAINED:
-        if not _built(name):
-            out[name] = "not built (make models)"
+    for name, node in _models(quick):
+        if isinstance(node, str):
+            out[name] = node
             continue
         res: dict = {"n_prompts": n, "max_new_tokens": 16, "n_scored": len(texts)}
         got = {}
         for dtype in ("float32", "bfloat16", "bfloat16"):
-            backend = build_backend({**_model_cfg(name), "dtype": dtype, "threads": 1})
+            backend = build_backend({**node, "dtype": dtype, "threads": 1})
             backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
             t0 = time.perf_counter()
             ids = [g.samples[0].token_ids for g in backend.generate(reqs)]
@@ -163,7 +185,7 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
     if model_path:  # the run's model template (conf/model/tiny-neox.yaml) pointed at the given weights
         name, node = Path(model_path).name, {**_catalog().template, "path": model_path, "revision": "auto"}
     else:
-        name, node = _pick_model()
+        name, node = _micro() if quick else _pick_model()
     prompts = PROMPTS[:4] if quick else PROMPTS
     max_new = 16 if quick else 32
     cfg = {**node, "name": name, "dtype": "float32", "threads": 1, "batch_size": len(prompts)}
