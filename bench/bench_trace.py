@@ -301,6 +301,8 @@ def run(quick: bool = False) -> dict:
         docs, ntok = _corpus(int(target * 1.03), tok, encode)  # 2 % are held out below
         rng.shuffle(docs)
         n_held = max(2, len(docs) // 50)
+        if quick:  # a small corpus may hold out only short documents: hold out long ones (held-out generations need L)
+            docs.sort(key=lambda d: len(encode(d.text)) <= L)  # stable: the shuffled order within each group
         held, indexed = docs[:n_held], docs[n_held:]
         held_ids = [encode(d.text) for d in held]
 
