@@ -110,12 +110,16 @@ TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 test: setup llama-cpp
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
+# BENCH_ARGS: e.g. --quick (every section at minute scale, what CI runs) or --only metrics trace
 bench: setup
-	$(PY) -m memlab.bench
+	$(PY) -m memlab.bench $(BENCH_ARGS)
 
+# lab/jupyter_server_config.py: notebooks/*.ipynb are saved without outputs (running one leaves git clean), no
+# news or update checks. A notebook opened here composes its experiment's default config and writes its results to
+# results/<experiment>/interactive/.
 lab: setup
-	$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --LabApp.extension_manager=readonly \
-	  $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) --notebook-dir=.
+	$(VENV)/bin/jupyter lab --config=lab/jupyter_server_config.py --no-browser --ip=127.0.0.1 \
+	  --LabApp.extension_manager=readonly $$( [ "$$(id -u)" = 0 ] && echo --allow-root ) --notebook-dir=.
 
 clean-results:
 	rm -rf results/*/interactive

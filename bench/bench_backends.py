@@ -17,6 +17,9 @@ prompts × 16 new tokens at the model's configured rows, and 16 of them scored; 
 speed ratios, greedy outputs identical (count), mean |Δ log-prob| per token and the largest |Δ| of a text's mean
 log-prob (bf16 vs fp32), and whether a second bf16 pass gives identical token ids and log-probs (determinism).
 This is what sets the pretrained models' ``dtype`` (bf16 matrix units: AMX on this CPU).
+
+``quick``: every section on the test suite's micro GPT-NeoX with fewer prompts, one output-layer shape — the code
+paths in seconds, not numbers to compare.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+PRETRAINED = ("smollm2-135m-instruct", "gemma-3-270m")  # conf/model names of the converted pretrained models
 
 # Our own short prompts of different lengths (so batching needs padding).
 PROMPTS = [
@@ -39,17 +44,50 @@ PROMPTS = [
 ]
 
 
+def _catalog():
+    """The models as every run names them: ``conf/model/<name>.yaml`` composed against this checkout's paths."""
+    from memlab.config import compose, to_plain
+    from memlab.models.catalog import Catalog
+
+    cfg = compose(overrides=["cache=null", "logger=null"])
+    return Catalog(cfg.model, None, to_plain(cfg.paths))
+
+
+def _built(name: str) -> bool:
+    return (Path(_catalog().named_cfg(name)["path"]) / "config.json").is_file()
+
+
 def _pick_model() -> tuple[str, dict]:
-    smol = REPO / "models" / "smollm2-135m-instruct"
-    if (smol / "config.json").exists():
-        return "smollm2-135m-instruct", {"path": str(smol)}
-    tiny = sorted(p.parent for p in (REPO / "models" / "tiny-neox").glob("*/*/final/config.json"))
-    if tiny:
-        return f"tiny-neox/{tiny[0].parent.name}/{tiny[0].name}", {"path": str(tiny[0] / "final")}
+    """SmolLM2 if built, else the first tiny GPT-NeoX or test micro model found, as a node of the run's model
+    template (``conf/model/tiny-neox.yaml``) pointed at it."""
+    catalog = _catalog()
+    if _built(PRETRAINED[0]):
+        return PRETRAINED[0], catalog.named_cfg(PRETRAINED[0])
+    tiny = sorted(p.parent for p in (Path(catalog.paths["models"]) / "tiny-neox").glob("*/*/final/config.json"))
     micro = sorted((REPO / ".cache" / "test-models").glob("*/final/config.json"))
-    if micro:
-        return f"micro-neox (test model {micro[0].parent.parent.name})", {"path": str(micro[0].parent)}
+    for name, path in [(f"tiny-neox/{t.parent.name}/{t.name}", t / "final") for t in tiny] + \
+                      [(f"micro-neox (test model {m.parent.parent.name})", m.parent) for m in micro]:
+        return name, {**catalog.template, "name": name, "path": str(path), "revision": "auto"}
     raise FileNotFoundError("no model for the backend benchmark: run `make models` (or `make test` once)")
+
+
+def _micro() -> tuple[str, dict]:
+    """The test suite's micro GPT-NeoX (trained in seconds, cached) as a node of the run's model template."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import build_micro_family
+
+    fam = build_micro_family()
+    return fam.model_cfg["name"], {**_catalog().template, **fam.model_cfg, "chat_template": "none"}
+
+
+def _models(quick: bool) -> list[tuple[str, dict | str]]:
+    """(name, model node) of the models the batch-size and dtype sections compare: the pretrained ones (a note when
+    one is not built); quick: the micro model only (the code paths, in seconds)."""
+    if quick:
+        return [_micro()]
+    return [(name, _model_cfg(name) if _built(name) else "not built (make models)") for name in PRETRAINED]
 
 
 def _licence_prompts(n: int, words: int) -> list[str]:
@@ -63,18 +101,17 @@ def _batch_sizes(quick: bool) -> dict:
     from memlab.backends.base import GenerationRequest
     from memlab.backends.factory import build_backend
 
-    n, rows = (16, (8, 16)) if quick else (32, (8, 32))
+    n, rows = (8, (4, 8)) if quick else (32, (8, 32))
     prompts = _licence_prompts(n, 120)
     out: dict = {}
-    for name in ("smollm2-135m-instruct", "gemma-3-270m"):
-        folder = REPO / "models" / name
-        if not (folder / "config.json").exists():
-            out[name] = "not built (make models)"
+    for name, node in _models(quick):
+        if isinstance(node, str):
+            out[name] = node
             continue
-        res: dict = {"n_prompts": n, "max_new_tokens": 16, "dtype": _model_cfg(name)["dtype"]}
+        res: dict = {"n_prompts": n, "max_new_tokens": 16, "dtype": node["dtype"]}
         texts = {}
         for b in rows:
-            backend = build_backend({**_model_cfg(name), "threads": 1, "batch_size": b})
+            backend = build_backend({**node, "threads": 1, "batch_size": b})
             backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
             t0 = time.perf_counter()
             gens = backend.generate([GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts])
@@ -89,11 +126,8 @@ def _batch_sizes(quick: bool) -> dict:
 
 
 def _model_cfg(name: str) -> dict:
-    """The model's own config (``conf/model/<name>.yaml``), resolved against this checkout's ``models/``."""
-    import yaml
-
-    cfg = yaml.safe_load((REPO / "conf" / "model" / f"{name}.yaml").read_text())
-    return {**cfg, "path": str(REPO / "models" / name), "revision": "auto", "chat_template": "none"}
+    """The model's own config (``conf/model/<name>.yaml``, composed as a run does), plain prompts."""
+    return {**_catalog().named_cfg(name), "chat_template": "none"}
 
 
 def _dtypes(quick: bool) -> dict:
@@ -102,19 +136,19 @@ def _dtypes(quick: bool) -> dict:
     from memlab.backends.base import GenerationRequest
     from memlab.backends.factory import build_backend
 
-    n = 8 if quick else 32
+    n = 4 if quick else 32
     prompts = _licence_prompts(n, 120)
     reqs = [GenerationRequest(prompt=p, max_new_tokens=16) for p in prompts]
     texts = prompts[: n // 2]
     out: dict = {}
-    for name in ("smollm2-135m-instruct", "gemma-3-270m"):
-        if not (REPO / "models" / name / "config.json").exists():
-            out[name] = "not built (make models)"
+    for name, node in _models(quick):
+        if isinstance(node, str):
+            out[name] = node
             continue
         res: dict = {"n_prompts": n, "max_new_tokens": 16, "n_scored": len(texts)}
         got = {}
         for dtype in ("float32", "bfloat16", "bfloat16"):
-            backend = build_backend({**_model_cfg(name), "dtype": dtype, "threads": 1})
+            backend = build_backend({**node, "dtype": dtype, "threads": 1})
             backend.generate([GenerationRequest(prompt="Hello", max_new_tokens=2)])  # warm-up
             t0 = time.perf_counter()
             ids = [g.samples[0].token_ids for g in backend.generate(reqs)]
@@ -148,11 +182,13 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
     from memlab.backends.factory import build_backend
 
     torch.set_num_threads(1)
-    name, where = (Path(model_path).name, {"path": model_path}) if model_path else _pick_model()
+    if model_path:  # the run's model template (conf/model/tiny-neox.yaml) pointed at the given weights
+        name, node = Path(model_path).name, {**_catalog().template, "path": model_path, "revision": "auto"}
+    else:
+        name, node = _micro() if quick else _pick_model()
     prompts = PROMPTS[:4] if quick else PROMPTS
     max_new = 16 if quick else 32
-    cfg = {"name": name, "backend": "hf", "revision": "auto", "device": "cpu", "dtype": "float32",
-           "threads": 1, "batch_size": len(prompts), "chat_template": "auto", **where}
+    cfg = {**node, "name": name, "dtype": "float32", "threads": 1, "batch_size": len(prompts)}
     t0 = time.perf_counter()
     backend = build_backend(cfg)
     load_s = time.perf_counter() - t0
@@ -200,7 +236,8 @@ def _output_layer(quick: bool) -> dict:
     import torch.nn.functional as F
 
     out = {}
-    for label, (words, hidden) in {"gemma3_262144x640": (262144, 640), "smollm2_49152x576": (49152, 576)}.items():
+    shapes = {"gemma3_262144x640": (262144, 640), "smollm2_49152x576": (49152, 576)}
+    for label, (words, hidden) in list(shapes.items())[-1:] if quick else shapes.items():
         weight = torch.randn(words, hidden)
         for rows in (1, 8) if quick else (1, 8, 32):
             x = torch.randn(rows, hidden)

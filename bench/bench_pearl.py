@@ -6,7 +6,8 @@ through an uncached HF backend: ``batch_size`` = 32 (batched) and 1 (one prompt 
 times, the speed-up ratio, generated samples per second, and the share of outputs that are identical —
 greedy decoding (temperature 0) must give identical outputs; sampled decoding should too, since sample j is a
 pure function of (model, request, seed, j), up to float rounding of padded attention. Then the shared-prefix
-prefill against the padded one on a pretrained model (:func:`shared_prefill`).
+prefill against the padded one on a pretrained model (:func:`shared_prefill`). ``quick``: everything on the micro
+model, fewer documents and samples, one round — the code paths in seconds, not numbers to compare.
 """
 
 from __future__ import annotations
@@ -22,12 +23,21 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _model_and_docs(n_docs: int):
+def _micro():
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import build_micro_family  # the shared test fixture's builder, usable outside pytest
+
+    return build_micro_family()
+
+
+def _model_and_docs(n_docs: int, quick: bool):
     from memlab.errors import MemlabError
     from memlab.data.sampling import sample_docs
     from memlab.models.zoo import load_family
 
     try:
+        if quick:  # the micro model: the code paths in seconds
+            raise MemlabError("quick")
         fam = load_family("pearl", REPO / "conf" / "zoo", REPO / "models")
         # fam.final raises when the checkpoint is missing (is_built() compares path-dependent fingerprints)
         fam.final("m")
@@ -35,10 +45,7 @@ def _model_and_docs(n_docs: int):
         return fam.model_cfg("m"), docs, "tiny-neox/pearl/m"
     except MemlabError:  # not built: fall back to the test suite's micro model
         pass
-    sys.path.insert(0, str(REPO / "tests"))
-    from conftest import build_micro_family  # the shared test fixture's builder, usable outside pytest
-
-    mf = build_micro_family()
+    mf = _micro()
     docs = (mf.members + mf.nonmembers)[:n_docs]
     return mf.model_cfg, docs, "micro (tests fixture)"
 
@@ -65,15 +72,16 @@ def run(quick: bool = False) -> dict:
 
     torch.set_num_threads(1)
     n_docs = 4 if quick else 8
-    model_cfg, docs, model_name = _model_and_docs(n_docs)
+    model_cfg, docs, model_name = _model_and_docs(n_docs, quick)
     base = ["method.task.max_input_words=60", "method.task.max_new_tokens=16"]
-    out: dict = {"model": model_name, "n_docs": len(docs), "levels": 6}
+    out: dict = {"model": model_name, "n_docs": len(docs)}
     for mode, extra in (("greedy", ["method.samples=1", "method.temperature=0.0"]),
                         ("sampled", [f"method.samples={2 if quick else 4}", "method.temperature=0.7"])):
         cfg = method_config("pearl", [*base, *extra])
         t_batched, r_batched = _run(model_cfg, 32, docs, cfg)
         t_single, r_single = _run(model_cfg, 1, docs, cfg)
-        n_samples = len(docs) * 6 * cfg.samples
+        out["levels"] = len(cfg.perturbation.levels)
+        n_samples = len(docs) * len(cfg.perturbation.levels) * cfg.samples
         out.update({
             f"{mode}_samples": n_samples,
             f"{mode}_batched_s": round(t_batched, 3),
@@ -101,24 +109,27 @@ def shared_prefill(quick: bool) -> dict:
     from memlab.methods.pearl.engine import run_pearl
     from memlab.schema import method_config
 
-    folder = REPO / "models" / "smollm2-135m-instruct"
-    if not (folder / "config.json").is_file():
-        return {"prefill_skipped": f"{folder.relative_to(REPO)} is not built (make models)"}
+    from memlab.config import compose, to_plain
+    from memlab.models.catalog import Catalog
+
+    if quick:  # the micro model in plain prompts: the code path, not the numbers
+        model, style, node = "micro (tests fixture)", "raw", _micro().model_cfg
+    else:
+        model, style = "smollm2-135m-instruct (float32, chat)", "chat"
+        node = Catalog(None, None, to_plain(compose(overrides=["cache=null"]).paths)).named_cfg("smollm2-135m-instruct")
+        if not (Path(node["path"]) / "config.json").is_file():
+            return {"prefill_skipped": "smollm2-135m-instruct is not built (make models)"}
     docs = sample_docs([d for d in load_corpus("kjv", unit="chapter") if len(d.text.split()) >= 64],
                        2 if quick else 6, 0)
     cfgs = [method_config("pearl", ["method.task.max_input_words=64", "method.task.max_new_tokens=16",
-                                    "method.samples=1", "method.verbatim_words=0", "method.task.style=chat",
+                                    "method.samples=1", "method.verbatim_words=0", f"method.task.style={style}",
                                     f"method.task.name=text_{task}"]) for task in ("completion", "summarization")]
-    from memlab.models.catalog import Catalog
-
-    node = Catalog(None, None, {"models": str(REPO / "models"), "zoo": str(REPO / "conf" / "zoo")}).named_cfg(
-        "smollm2-135m-instruct")
     backend = build_backend({**node, "dtype": "float32"}, None)  # conf/model's batch size and threads
     shared = HFBackend._shared_prefill
     times: dict[str, list[float]] = {"shared": [], "padded": []}
     outputs: dict[str, list] = {}
     try:
-        for _ in range(2):
+        for _ in range(1 if quick else 2):
             for mode in ("shared", "padded"):
                 HFBackend._shared_prefill = shared if mode == "shared" else (lambda self, prompts, width, max_len: None)
                 t0 = time.perf_counter()
@@ -128,7 +139,7 @@ def shared_prefill(quick: bool) -> dict:
     finally:
         HFBackend._shared_prefill = shared
     best = {mode: min(t) for mode, t in times.items()}
-    return {"prefill_model": "smollm2-135m-instruct (float32, chat)", "prefill_docs": len(docs),
+    return {"prefill_model": model, "prefill_docs": len(docs),
             "prefill_shared_s": round(best["shared"], 2), "prefill_padded_s": round(best["padded"], 2),
             "prefill_shared_over_padded": round(best["shared"] / best["padded"], 3),
             "prefill_identical_outputs": _identical(outputs["shared"], outputs["padded"])}

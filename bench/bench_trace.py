@@ -1,8 +1,9 @@
 """Benchmark SimpleTrace (issue 4): span extraction speed and index build throughput.
 
 Corpus: the offline corpora (KJV, Wikipedia sample, English + German fortunes, Python stdlib) topped up with
-the ``.py`` sources of the installed ``transformers`` package until ``target_tokens`` tokens (10 M; 1 M with
-``quick``), tokenized with a byte-level BPE (vocab 4096) trained on a 2 MB sample. 2 % of the documents are
+the ``.py`` sources of the installed ``transformers`` package until ``target_tokens`` tokens (10 M; with ``quick``
+0.1 M, 20 generations and a smaller tokenizer sample), tokenized with a byte-level BPE (vocab 4096) trained on a
+2 MB sample. 2 % of the documents are
 held out of the index.
 
 Generations (``n_generations`` × ``gen_tokens``, 1,000 × 256): half are near-verbatim copies of indexed text
@@ -284,22 +285,24 @@ def run(quick: bool = False) -> dict:
     from memlab.models.tiny import train_tokenizer
     from memlab.data.corpora import load_corpus
 
-    target = 1_000_000 if quick else 10_000_000
-    n_gens = 100 if quick else 1000
+    target = 100_000 if quick else 10_000_000
+    n_gens = 20 if quick else 1000
     L = 256
-    n_naive = 20 if quick else 100
+    n_naive = 4 if quick else 100
     rng = random.Random(0)
     res: dict = {"quick": quick, "gen_tokens": L, "n_generations": n_gens}
     with tempfile.TemporaryDirectory(prefix="bench_trace_") as tmp:
         tmp = Path(tmp)
-        sample = [d.text for d in load_corpus("kjv", unit="chapter")[:400]] + \
-                 [d.text for d in load_corpus("stdlib")[:60]]
+        sample = [d.text for d in load_corpus("kjv", unit="chapter")[:100 if quick else 400]] + \
+                 [d.text for d in load_corpus("stdlib")[:15 if quick else 60]]
         train_tokenizer(sample, 4096, tmp / "tok")
         tok = AutoTokenizer.from_pretrained(str(tmp / "tok"))  # the one the build subprocesses load
         encode = lambda t: tok(t, add_special_tokens=False, verbose=False)["input_ids"]  # noqa: E731
         docs, ntok = _corpus(int(target * 1.03), tok, encode)  # 2 % are held out below
         rng.shuffle(docs)
         n_held = max(2, len(docs) // 50)
+        if quick:  # a small corpus may hold out only short documents: hold out long ones (held-out generations need L)
+            docs.sort(key=lambda d: len(encode(d.text)) <= L)  # stable: the shuffled order within each group
         held, indexed = docs[:n_held], docs[n_held:]
         held_ids = [encode(d.text) for d in held]
 

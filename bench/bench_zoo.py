@@ -3,12 +3,12 @@
 ``run(quick=False) -> dict`` (flat):
 
 - ``build_<model>_s`` — wall seconds to build each model from scratch into a temporary folder
-  (``python -m memlab.models.build --jobs 2``: the two GGUF conversions + every size of ``conf/zoo/kjv.yaml``),
-  and ``build_total_s``. ``train_<size>_cpu_s`` = the CPU seconds of training (sum over epochs), which do not
-  depend on how busy the machine is. Quick mode skips the rebuild and reads timings of the existing
-  ``models/`` build.
+  (``python -m memlab.models.build --jobs 2``: the two GGUF conversions + every size of the memorization_curve
+  experiment's family, ``conf/zoo/kjv.yaml``), and ``build_total_s``. ``train_<size>_cpu_s`` = the CPU seconds
+  of training (sum over epochs), which do not depend on how busy the machine is. Quick mode trains the family's
+  smallest size for 2 epochs into a temporary folder instead (``build_quick_s``).
 - ``exact32_<size>_member`` / ``exact32_<size>_nonmember`` — exact 32-token greedy continuation rate of
-  ``n_probes`` random 32-token prefixes at the last epoch (definition:
+  the experiment's ``n_probes`` (quick: 10) random prefixes at the last epoch (definition:
   :mod:`memlab.methods.memorization_curve`), members vs non-members.
 """
 
@@ -35,46 +35,70 @@ def _train_stats(model_dir: Path) -> dict:
             "final_loss": round(log[max(log)]["loss"], 4)}
 
 
-def run(quick: bool = False, n_probes: int = 50) -> dict:
+def _curve_setup(models_dir: Path):
+    """The memorization_curve experiment as a run composes it: its typed params and a Catalog whose models live in
+    ``models_dir`` (the run's model node is the checkpoints' template)."""
+    from memlab.config import compose, to_plain
+    from memlab.models.catalog import Catalog
+    from memlab.schema import SCHEMA_KEY, schema_class, typed
+
+    cfg = compose("memorization_curve", ["cache=null", "logger=null"])
+    node = to_plain(cfg.params)
+    params = typed(schema_class(node[SCHEMA_KEY], "params"), node, "params")
+    return cfg, params, Catalog(cfg.model, None, {**to_plain(cfg.paths), "models": str(models_dir)})
+
+
+def _quick_family(fam):
+    """The family shrunk for a minute-scale check: its smallest size, 2 epochs (same data, tokenizer, recipe)."""
+    from memlab.models.zoo import Family
+
+    size = fam.sizes[0]
+    train = {**(fam.cfg.get("train") or {}), "epochs": 2}
+    return Family(name=fam.name, cfg={**fam.cfg, "sizes": {size: fam.cfg["sizes"][size]}, "train": train},
+                  models_dir=fam.models_dir, zoo_dir=fam.zoo_dir)
+
+
+def run(quick: bool = False) -> dict:
+    """Full: time a from-scratch build of the two conversions and the curve family in a temp folder, then its
+    curve at the last epoch. Quick: the curve family shrunk by :func:`_quick_family`, built in a temp folder."""
     import torch
 
     torch.set_num_threads(1)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from memlab.methods.memorization_curve import family_curve
     from memlab.models.build import build
-    from memlab.models.zoo import load_family
 
     out: dict = {}
-    models = REPO / "models"
-    tmp = None
-    if not quick:  # time a from-scratch build in a temp folder (wheels/sdists come from the cache)
-        tmp = Path(tempfile.mkdtemp(prefix="bench-zoo-"))
-        models = tmp / "models"
+    tmp = Path(tempfile.mkdtemp(prefix="bench-zoo-"))
+    try:
+        cfg, p, catalog = _curve_setup(tmp / "models")
+        fam = catalog.family(p.family)
         t0 = time.time()
-        lines = build(str(REPO / "conf" / "zoo"), str(models), only=["smollm2-135m-instruct", "gemma-3-270m", "kjv"],
-                      jobs=2)
-        out["build_total_s"] = round(time.time() - t0, 1)
-        for line in lines:
-            name, secs = line.split()[0], [w for w in line.split() if w.endswith("s") and w[:-1].replace(".", "").isdigit()]
-            if secs:
-                out[f"build_{name.replace('/', '_')}_s"] = float(secs[0][:-1])
-    else:
-        build(str(REPO / "conf" / "zoo"), str(models), only=["kjv"], jobs=1, convert=False)
-    fam = load_family("kjv", REPO / "conf" / "zoo", models)
-    for size in fam.sizes:
-        st = _train_stats(fam.model_dir(size))
-        out[f"train_{size}_wall_s"], out[f"train_{size}_cpu_s"] = st["wall_s"], st["cpu_s"]
-        out[f"train_{size}_final_loss"] = st["final_loss"]
-        out[f"params_{size}"] = json.loads((fam.model_dir(size) / "done.json").read_text())["params"]
-    model_cfg = {"backend": "hf", "gguf_file": None, "revision": "auto", "device": "cpu", "dtype": "float32",
-                 "threads": 1, "batch_size": 50, "chat_template": "none"}
-    df = family_curve(fam, model_cfg=model_cfg, cache_cfg=None, n_probes=n_probes, prefix_len=32, cont_len=32,
-                      seed=0, epochs=[fam.epochs], progress=False)
-    for r in df.itertuples():
-        out[f"exact32_{r.size}_{r.split}"] = round(float(r.rate), 3)
-    out["epochs"] = fam.epochs
-    out["member_tokens_per_epoch"] = json.loads((fam.model_dir(fam.sizes[0]) / "done.json").read_text())["tokens_per_epoch"]
-    if tmp is not None:
+        if quick:
+            fam = _quick_family(fam)
+            fam.build(fam.sizes[0], progress=False)
+            out["build_quick_s"] = round(time.time() - t0, 1)
+        else:  # wheels/sdists come from the cache
+            lines = build(catalog.paths["zoo"], catalog.paths["models"],
+                          only=["smollm2-135m-instruct", "gemma-3-270m", p.family], jobs=2)
+            out["build_total_s"] = round(time.time() - t0, 1)
+            for line in lines:
+                name, secs = line.split()[0], [w for w in line.split() if w.endswith("s") and w[:-1].replace(".", "").isdigit()]
+                if secs:
+                    out[f"build_{name.replace('/', '_')}_s"] = float(secs[0][:-1])
+        for size in fam.sizes:
+            st = _train_stats(fam.model_dir(size))
+            out[f"train_{size}_wall_s"], out[f"train_{size}_cpu_s"] = st["wall_s"], st["cpu_s"]
+            out[f"train_{size}_final_loss"] = st["final_loss"]
+            out[f"params_{size}"] = json.loads((fam.model_dir(size) / "done.json").read_text())["params"]
+        df = family_curve(fam, open_backend=catalog.open, n_probes=10 if quick else p.n_probes,
+                          prefix_len=p.prefix_len, cont_len=p.cont_len, seed=int(cfg.seed), sizes=None,
+                          epochs=[fam.epochs], epoch_every=p.epoch_every, template=catalog.template, progress=False)
+        for r in df.itertuples():
+            out[f"exact{p.cont_len}_{r.size}_{r.split}"] = round(float(r.rate), 3)
+        out["epochs"] = fam.epochs
+        out["member_tokens_per_epoch"] = json.loads((fam.model_dir(fam.sizes[0]) / "done.json").read_text())["tokens_per_epoch"]
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
 

@@ -27,6 +27,10 @@ from pathlib import Path
 
 ENV = "MEMLAB_PROGRESS"
 _MIN_GAP = 1.0  # seconds between two lines written by the kernel for one task
+# An ETA extrapolated from one or two items, or from the first seconds (model loading, warm-up, cache hits), is
+# off by hours; it is shown only from this many completed items AND this much time spent on the task.
+ETA_MIN_DONE = 3
+ETA_MIN_SECONDS = 5.0
 
 
 class Progress:
@@ -94,7 +98,7 @@ def format_line(name: str, cell: int | None, cells: int | None, rec: dict | None
         done, total = rec["done"], rec.get("total")
         parts.append(f"{rec['label']} {done}/{total}" if total else f"{rec['label']} {done}")
         took = rec["t"] - rec["t0"]
-        if total and 0 < done < total and took > 0:
+        if total and ETA_MIN_DONE <= done < total and took >= ETA_MIN_SECONDS:
             parts.append(f"ETA {_clock(took / done * (total - done))}")
         if rec.get("requests") or rec.get("hits"):
             parts.append(f"{rec['requests']} requests, {rec['hits']} cache hits")

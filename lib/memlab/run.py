@@ -316,6 +316,12 @@ def _precheck(argv: list[str]) -> None:
     from hydra.errors import OverrideParseException
 
     parser = OverridesParser.create()
+    flag_values = {i + 1 for i, a in enumerate(argv[:-1])  # Hydra's own flags with a value: --cfg job, --info config
+                   if a in ("--cfg", "-c", "--package", "-p") or (a in ("--info", "-i") and "=" not in argv[i + 1])}
+    argv = [a for i, a in enumerate(argv) if i not in flag_values]
+    if {"-m", "--multirun"} & set(argv) and {"--cfg", "-c", "--info", "-i"} & set(argv):
+        print("memlab: error: --cfg/--info show one composition: drop -m (and pass one value per key)", file=sys.stderr)
+        sys.exit(2)
     for arg in argv:
         if arg.startswith("-"):
             continue
@@ -337,8 +343,8 @@ def _precheck(argv: list[str]) -> None:
                     print(f"memlab: error: unknown {key} '{v}'; known: {', '.join(options)}", file=sys.stderr)
                     sys.exit(2)
     _check_launcher(argv)
-    if not any(a.split("=", 1)[0] == "experiment" for a in argv) and "--help" not in argv and "-h" not in argv \
-            and "--cfg" not in " ".join(argv):
+    if not any(a.split("=", 1)[0] == "experiment" for a in argv) and \
+            not {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i"} & set(argv):
         from memlab.config import experiment_names
 
         print("memlab: error: no experiment given: pass experiment=<name>; known: " + ", ".join(experiment_names()),

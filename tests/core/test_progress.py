@@ -30,8 +30,26 @@ def test_relay_prints_what_the_library_reports_without_a_tty(monkeypatch):
     lines = out.getvalue().splitlines()
     assert lines and all(line.startswith("memlab: toy · ") for line in lines)
     assert any("generate toy 3/3" in line and "3 requests, 0 cache hits" in line for line in lines), lines
-    assert any("ETA" in line for line in lines), lines
+    # 3 items in ~3 s: too few seconds for an ETA (ETA_MIN_SECONDS), so none is shown
+    assert not any("ETA" in line for line in lines), lines
     assert not relay.path.exists()
+
+
+def test_eta_waits_for_enough_items_and_seconds():
+    """The ETA appears from ETA_MIN_DONE completed items and ETA_MIN_SECONDS on the task, not before (a 2-minute job
+    once showed "ETA 2:20:33" after its first, slow item)."""
+    from memlab.progress import ETA_MIN_DONE, ETA_MIN_SECONDS
+
+    def line(done: int, seconds: float) -> str:
+        rec = {"label": "generate m", "done": done, "total": 100, "t0": 0.0, "t": seconds, "requests": 0, "hits": 0}
+        return format_line("x", None, None, rec, seconds)
+
+    assert "ETA" not in line(1, 60.0)                                  # one slow first item: no ETA
+    assert "ETA" not in line(ETA_MIN_DONE - 1, 60.0)
+    assert "ETA" not in line(50, ETA_MIN_SECONDS - 0.1)               # many fast items in the first seconds
+    assert "ETA" in line(ETA_MIN_DONE, ETA_MIN_SECONDS)
+    assert line(50, 10.0).endswith("ETA 0:10")                          # 50 left at 0.2 s each
+    assert "ETA" not in line(100, 60.0)                                 # done: nothing left to estimate
 
 
 def test_relay_log_keeps_cells_over_before_it_woke():

@@ -68,6 +68,14 @@ def build_agents(method: RecapConfig, llm=None) -> tuple[SectionSummaryAgent, Ag
     return summary, agents
 
 
+def extraction_agent(method: RecapConfig, target, backend, prompts: Prompts) -> ExtractionAgent:
+    """The extraction agent of one target (``method.targets.<name>``, a TargetConfig) talking to ``backend``."""
+    return ExtractionAgent(backend=backend, style=target.prompt_style, prompts=prompts,
+                           max_new_tokens=target.max_new_tokens, budget_factor=target.budget_factor,
+                           tokens_per_word=target.tokens_per_word, max_context_tokens=target.max_context_tokens,
+                           min_prompt_tokens=target.min_prompt_tokens, seed=method.seed)
+
+
 def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_per_book: int | None) -> list[Book]:
     """Run the section summary agent on every chapter; keep the first ``max_events_per_book`` events (None: all)."""
     for b in books:
@@ -145,11 +153,7 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
                 except MissingSourceError as err:
                     notes.append(f"target {name}: membership books skipped ({err})")
             with ExitStack() as stack:
-                ex = ExtractionAgent(backend=_open(catalog, t.model, stack), style=t.prompt_style,
-                                     prompts=summary.prompts, max_new_tokens=t.max_new_tokens,
-                                     budget_factor=t.budget_factor, tokens_per_word=t.tokens_per_word,
-                                     max_context_tokens=t.max_context_tokens,
-                                     min_prompt_tokens=t.min_prompt_tokens, seed=method.seed)
+                ex = extraction_agent(method, t, _open(catalog, t.model, stack), summary.prompts)
                 runner = RecapRunner(Target(name, ex, t.price_in, t.price_out, membership), agents, rs, store,
                                      memscore_fn=memscore_fn)
                 shared = [b for b in books if t.categories is None or b.category in t.categories]
