@@ -1,7 +1,8 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
 Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight
-dtype), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
+dtype), for a served model its identity (backend kind, normalized base_url and the server's own description of
+the model, see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
 numerics, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate Min-K%++
 statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
 base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
@@ -87,8 +88,12 @@ class CachedBackend(Backend):
             payload["variant"] = variant
         return _digest(payload)
 
-    def _numerics(self) -> dict[str, str]:
-        return {"numerics": self.numerics} if self.numerics else {}
+    def _numerics(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"numerics": self.numerics} if self.numerics else {}
+        identity = getattr(self.inner, "cache_identity", None)
+        if callable(identity):  # served models: never shared across servers or the models they load
+            out["served"] = identity()
+        return out
 
     def _get_many(self, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
@@ -198,10 +203,28 @@ def _open(path: Path) -> sqlite3.Connection:
         if verdict != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {verdict}")
         db.execute("SELECT COUNT(*) FROM responses").fetchone()
+        _mark_key_version(db, path)
     except sqlite3.DatabaseError:
         db.close()
         raise
     return db
+
+
+KEY_VERSION = "2"  # 2: served models keyed by their identity (issue 33); 1 (no meta row): by model_id alone
+
+
+def _mark_key_version(db: sqlite3.Connection, path: Path) -> None:
+    """A cache written before key version 2 keyed served models' answers by the preset's model_id alone: those
+    rows are never reused (their keys can't be rebuilt from a hash); HF rows keep their keys and stay valid."""
+    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = db.execute("SELECT value FROM meta WHERE name = 'key_version'").fetchone()
+    if row is None:
+        (n_rows,) = db.execute("SELECT COUNT(*) FROM responses").fetchone()
+        if n_rows:
+            print(f"memlab: note: response cache {path} predates served-model identities in its keys: answers "
+                  "cached from API servers there are not reused (HF answers are); delete the file to reclaim the "
+                  "space", file=sys.stderr)
+        db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('key_version', ?)", (KEY_VERSION,))
 
 
 def _accepts_on_done(fn) -> bool:
