@@ -27,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from memlab.config import CONF_DIR, check_experiment, compose, required_model_setting, required_threads
 from memlab.errors import ConfigError, MemlabError
+from memlab.known_keys import check_overrides
 from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -300,6 +301,7 @@ def main() -> None:
     from memlab.config import normalize_overrides, repo_root
 
     _precheck(sys.argv[1:])
+    sys.argv[1:] = check_overrides(sys.argv[1:])  # unknown keys: one line, exit 2, before anything runs
     flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]  # Hydra wants flags before overrides
     rest = [a for a in sys.argv[1:] if a not in flags]
     sys.argv = [sys.argv[0], *flags, *normalize_overrides(rest)]
