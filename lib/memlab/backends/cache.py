@@ -14,6 +14,7 @@ API call), so a run killed with SIGKILL and rerun recomputes only what had not f
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import inspect
 import json
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 
 from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores
 from memlab.backends.jobs import SampleJob, SampleResult, assemble, effective_index, expand
+from memlab.errors import MemlabError
 from memlab.progress import Progress
 
 _FALLBACK_CHUNK = 16  # requests per commit for wrapped backends that can't report samples one by one
@@ -48,20 +50,45 @@ class CachedBackend(Backend):
         self.usage = inner.usage  # real calls only: cache hits cost nothing
         self.hits = self.misses = 0
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise MemlabError(f"cache.path {self.path} is a directory, not a cache file; point cache.path at a file "
+                              "(e.g. <folder>/responses.sqlite), or run with cache=null")
         self._lock = threading.Lock()
+        self._told_deleted = False
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _open(self.path)
         except sqlite3.DatabaseError as err:
-            # garbage, a truncated file, a text file: keep it for inspection, start an empty cache, say so
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            self.path.replace(aside)
-            for suffix in ("-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-            print(f"memlab: warning: response cache {self.path} is not a usable sqlite database ({err}); moved it "
-                  f"to {aside.name} and started an empty cache (delete it, or run with cache=null to bypass the "
-                  "cache)", file=sys.stderr)
+            if not _is_corrupt(err):  # disk full, I/O error, read-only, locked: the file is not at fault
+                raise _unusable(self.path, err) from None
+            self._move_aside(err)
             self._db = _open(self.path)
+        except OSError as err:
+            raise _unusable(self.path, err) from None
+        self._inode = _inode(self.path)
+
+    def _move_aside(self, err: sqlite3.DatabaseError) -> None:
+        """Garbage, a truncated file, a text file: keep it for inspection, start an empty cache, say so."""
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+        self.path.replace(aside)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        print(f"memlab: warning: response cache {self.path} is not a usable sqlite database ({err}); moved it "
+              f"to {aside.name} and started an empty cache (delete it, or run with cache=null to bypass the "
+              "cache)", file=sys.stderr)
+
+    def _same_file(self) -> None:
+        """A cache file deleted (or replaced) during the run: reopen one at the path, so what is fetched from
+        now on is kept, and say so once. Called with self._lock held."""
+        if _inode(self.path) == self._inode:
+            return
+        self._db.close()
+        self._db = _open(self.path)
+        self._inode = _inode(self.path)
+        if not self._told_deleted:
+            self._told_deleted = True
+            print(f"memlab: warning: response cache {self.path} was deleted or replaced during the run; answers "
+                  "from now on go to a new cache file there (those cached before are gone)", file=sys.stderr)
 
     def __getattr__(self, name: str) -> Any:
         # .tokenizer, .model, .score_token_ids, ... of the wrapped backend
@@ -99,6 +126,7 @@ class CachedBackend(Backend):
         found: dict[str, str] = {}
         uniq = list(dict.fromkeys(keys))
         with self._lock:
+            self._same_file()
             for start in range(0, len(uniq), 500):
                 part = uniq[start:start + 500]
                 rows = self._db.execute(f"SELECT key, value FROM responses WHERE key IN ({','.join('?' * len(part))})",
@@ -108,6 +136,7 @@ class CachedBackend(Backend):
 
     def _put(self, key: str, method: str, value: str) -> None:
         with self._lock:
+            self._same_file()
             self._db.execute("INSERT OR REPLACE INTO responses (key, method, value) VALUES (?, ?, ?)",
                              (key, method, value))
 
@@ -225,6 +254,33 @@ def _mark_key_version(db: sqlite3.Connection, path: Path) -> None:
                   "cached from API servers there are not reused (HF answers are); delete the file to reclaim the "
                   "space", file=sys.stderr)
         db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('key_version', ?)", (KEY_VERSION,))
+
+
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _is_corrupt(err: sqlite3.DatabaseError) -> bool:
+    """The file's content is at fault (not the disk, the permissions or another process)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    return (code is None and not isinstance(err, sqlite3.OperationalError)) or (code or 0) & 0xFF in _CORRUPT_CODES
+
+
+def _unusable(path: Path, err: BaseException) -> MemlabError:
+    code = getattr(err, "sqlite_errorcode", None)
+    full = (code is not None and code & 0xFF == 13) or getattr(err, "errno", None) == errno.ENOSPC
+    if full:
+        return MemlabError(f"disk full: cannot open the response cache {path} (its file is untouched); free space "
+                           "on that disk, or point cache.path elsewhere, or run with cache=null")
+    return MemlabError(f"cannot open the response cache {path}: {str(err).strip().splitlines()[0]} (its file is "
+                       "untouched); check the folder's permissions and free space, or run with cache=null")
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _accepts_on_done(fn) -> bool:

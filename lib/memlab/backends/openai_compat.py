@@ -58,13 +58,13 @@ import sys
 import threading
 import time
 import json
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
 from memlab.backends.base import Sample, TokenScores, Usage
-from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, truncate_at_stop
+from memlab.backends.jobs import (OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, run_each,
+                                  truncate_at_stop)
 from memlab.backends.identity import served_identity
 from memlab.backends.openai_wire import (_TOKEN_ID, _BadAnswer, _answer, _first_line, _logprob_value, _retry_after,
                                         topk_renormalized_stats)
@@ -157,26 +157,11 @@ class OpenAICompatBackend(PerSampleBackend):
     # ---- generation ----------------------------------------------------------------------------------------
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
                          on_done: OnDone | None = None) -> list[SampleResult]:
-        out: list[SampleResult | None] = [None] * len(jobs)
         bar = tqdm(total=len(jobs), desc=f"generate {self.model_id}", unit="sample", disable=not progress)
-        pool = ThreadPoolExecutor(max_workers=self.concurrency)
-        try:
-            pending = {pool.submit(self._call, job): k for k, job in enumerate(jobs)}
-            while pending:
-                # FIRST_COMPLETED: hand each sample to on_done (the cache commits it) the moment it finishes, so a
-                # run killed mid-batch loses only the requests in flight (FIRST_EXCEPTION waited for the batch)
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    k = pending.pop(fut)
-                    res = fut.result()  # re-raises a worker's BackendError here, in the caller's thread
-                    out[k] = res
-                    if on_done is not None:
-                        on_done(k, res)
-                    bar.update(1)
+        try:  # each sample reaches on_done (the cache commits it) the moment it finishes, also when another fails
+            return run_each(self._call, jobs, self.concurrency, on_done, bar)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
-        return out  # type: ignore[return-value]
 
     def _params(self, job: SampleJob) -> tuple[str, dict]:
         rq = job.request
@@ -283,23 +268,11 @@ class OpenAICompatBackend(PerSampleBackend):
             print(f"memlab: note: model {self.model_id} is scored from a server's top-k log-probs: Min-K%++ is "
                   "unavailable (it needs the whole vocabulary's distribution at each position); model.vocab_stats="
                   "top_k_renormalized gives a named approximation", file=sys.stderr)
-        out: list[TokenScores | None] = [None] * len(texts)
         bar = tqdm(total=len(texts), desc=f"score {self.model_id}", unit="text", disable=not progress)
-        pool = ThreadPoolExecutor(max_workers=self.concurrency)
         try:
-            pending = {pool.submit(self._score_one, str(t)): k for k, t in enumerate(texts)}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    k = pending.pop(fut)
-                    out[k] = fut.result()  # re-raises a worker's BackendError in the caller's thread
-                    if on_done is not None:
-                        on_done(k, out[k])  # type: ignore[arg-type]
-                    bar.update(1)
+            return run_each(self._score_one, [str(t) for t in texts], self.concurrency, on_done, bar)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
-        return out  # type: ignore[return-value]
 
     def _score_one(self, text: str) -> TokenScores:
         approx = self.vocab_stats != "none"
