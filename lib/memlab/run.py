@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from memlab.config import CONF_DIR, check_experiment, compose, required_model_setting, required_threads
 from memlab.errors import ConfigError, MemlabError
 from memlab.known_keys import check_overrides
+from memlab.run_lock import per_run_key
 from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -57,6 +58,7 @@ def run_key(overrides: list[str] | str) -> str:
     return key
 
 
+@per_run_key  # a second run of the same experiment and key refuses in one line (run_lock.py)
 def execute(cfg: DictConfig, key: str) -> Path:
     """Run one experiment for an already composed config; returns the run folder.
 

@@ -1,0 +1,55 @@
+"""One run at a time per experiment and run key (issue 33): two runs of the same key would share
+``results/<exp>/.<key>.partial/`` — the later one deleted the other's metrics and a worse folder was swapped in.
+
+``exclusive(results_dir, key)`` holds an advisory lock (``flock``) on ``results/<exp>/.<key>.lock`` for the
+run's life; a second run of the same key refuses at once in one line naming the first run's pid. The kernel
+drops the lock when the holder exits, killed or not, so a crashed run never blocks the next (the file stays,
+a few bytes; it is never a DVC output). ``per_run_key`` wraps the runner's ``execute(cfg, key)`` with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+from pathlib import Path
+from typing import Callable, Iterator
+
+from memlab.errors import MemlabError
+
+
+@contextlib.contextmanager
+def exclusive(exp_dir: Path, key: str, what: str) -> Iterator[None]:
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    path = exp_dir / f".{key}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise MemlabError(f"another run of {what} (pid {other}) is using {exp_dir / f'.{key}.partial'}; wait "
+                              f"for it to finish, or stop it (kill {other}) and run again") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def per_run_key(execute: Callable) -> Callable:
+    """``execute(cfg, key)`` under :func:`exclusive` for its ``results/<experiment>/`` folder."""
+
+    @functools.wraps(execute)
+    def run(cfg, key: str, *args, **kwargs):
+        try:
+            exp_dir = Path(str(cfg.paths.results)) / str(cfg.experiment_name)
+        except Exception:  # noqa: BLE001 - an unusable config: execute's own checks say why in one line
+            return execute(cfg, key, *args, **kwargs)
+        if not cfg.experiment_name:
+            return execute(cfg, key, *args, **kwargs)
+        with exclusive(exp_dir, key, f"{cfg.experiment_name} [{key}]"):
+            return execute(cfg, key, *args, **kwargs)
+
+    return run
