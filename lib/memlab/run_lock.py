@@ -4,15 +4,19 @@
 ``exclusive(results_dir, key)`` holds an advisory lock (``flock``) on ``results/<exp>/.<key>.lock`` for the
 run's life; a second run of the same key refuses at once in one line naming the first run's pid. The kernel
 drops the lock when the holder exits, killed or not, so a crashed run never blocks the next (the file stays,
-a few bytes; it is never a DVC output). ``per_run_key`` wraps the runner's ``execute(cfg, key)`` with it.
+a few bytes; it is never a DVC output). ``per_run_key`` wraps the runner's ``execute(cfg, key)`` with it, and
+turns what would end the run in a traceback into one line: a results path that is a file, a full disk (also
+when the failure path's own writes fail again), Ctrl-C (the partial folder is kept: rerunning resumes).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import os
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -49,7 +53,26 @@ def per_run_key(execute: Callable) -> Callable:
             return execute(cfg, key, *args, **kwargs)
         if not cfg.experiment_name:
             return execute(cfg, key, *args, **kwargs)
-        with exclusive(exp_dir, key, f"{cfg.experiment_name} [{key}]"):
-            return execute(cfg, key, *args, **kwargs)
+        what = f"{cfg.experiment_name} [{key}]"
+        try:
+            with exclusive(exp_dir, key, what):
+                return execute(cfg, key, *args, **kwargs)
+        except KeyboardInterrupt:
+            print(f"memlab: interrupted: {what}; its partial folder {exp_dir / f'.{key}.partial'} is kept (the "
+                  "same command resumes it) and the previous result is untouched", file=sys.stderr)
+            raise SystemExit(130) from None
+        except OSError as err:
+            raise _os_error(err, exp_dir, what) from None
 
     return run
+
+
+def _os_error(err: OSError, exp_dir: Path, what: str) -> MemlabError:
+    where = err.filename or exp_dir
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return MemlabError(f"disk full while running {what} (writing {where}); free space on that disk and run again "
+                           "(the previous result is untouched; the partial folder is resumed)")
+    if err.errno in (errno.ENOTDIR, errno.EEXIST) or isinstance(err, (NotADirectoryError, FileExistsError)):
+        return MemlabError(f"results path {where} is in the way: a file where {what} needs a folder; move the file "
+                           "or set paths.results to a folder")
+    return MemlabError(f"{what}: {err.strerror or err} ({where}); check that paths.results is a writable folder")
