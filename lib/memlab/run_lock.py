@@ -1,10 +1,11 @@
 """One run at a time per experiment and run key (issue 33): two runs of the same key would share
 ``results/<exp>/.<key>.partial/`` — the later one deleted the other's metrics and a worse folder was swapped in.
 
-``exclusive(results_dir, key)`` holds an advisory lock (``flock``) on ``results/<exp>/.<key>.lock`` for the
-run's life; a second run of the same key refuses at once in one line naming the first run's pid. The kernel
-drops the lock when the holder exits, killed or not, so a crashed run never blocks the next (the file stays,
-a few bytes; it is never a DVC output). ``per_run_key`` wraps the runner's ``execute(cfg, key)`` with it, and
+``exclusive(exp_dir, key)`` holds an advisory lock (``flock``) for the run's life on a file named by the hash of
+the run's absolute ``results/<exp>/<key>`` path, in ``<tmp>/memlab-run-locks/`` (nothing is written to the results
+folder before the run's own checks pass); a second run of the same key refuses at once in one line naming the
+first run's pid. The kernel drops the lock when the holder exits, killed or not, so a crashed run never blocks
+the next (the lock file stays, a few bytes). ``per_run_key`` wraps the runner's ``execute(cfg, key)`` with it, and
 turns what would end the run in a traceback into one line: a results path that is a file, a full disk (also
 when the failure path's own writes fail again), Ctrl-C (the partial folder is kept: rerunning resumes).
 """
@@ -15,8 +16,10 @@ import contextlib
 import errno
 import fcntl
 import functools
+import hashlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -25,8 +28,8 @@ from memlab.errors import MemlabError
 
 @contextlib.contextmanager
 def exclusive(exp_dir: Path, key: str, what: str) -> Iterator[None]:
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    path = exp_dir / f".{key}.lock"
+    path = lock_path(exp_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -40,6 +43,11 @@ def exclusive(exp_dir: Path, key: str, what: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def lock_path(exp_dir: Path, key: str) -> Path:
+    run = str((exp_dir / key).expanduser().absolute())
+    return Path(tempfile.gettempdir()) / "memlab-run-locks" / f"{hashlib.sha256(run.encode()).hexdigest()[:24]}.lock"
 
 
 def per_run_key(execute: Callable) -> Callable:

@@ -12,12 +12,12 @@ import pytest
 
 from memlab.errors import MemlabError
 from memlab.run import run_key
-from memlab.run_lock import exclusive
+from memlab.run_lock import exclusive, lock_path
 
 HOLDER = r"""
 import sys, time
 from pathlib import Path
-from memlab.run_lock import exclusive
+from memlab.run_lock import exclusive, lock_path
 exp_dir = Path(sys.argv[1])
 with exclusive(exp_dir, sys.argv[2], "first run"):
     partial = exp_dir / f".{sys.argv[2]}.partial"
@@ -65,4 +65,4 @@ def test_a_killed_holder_never_blocks_the_next_run(tmp_path):
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
     with exclusive(exp_dir, "k", "third run"):  # the kernel dropped the dead run's lock
-        assert (exp_dir / ".k.lock").read_text().strip() == str(os.getpid())
+        assert lock_path(exp_dir, "k").read_text().strip() == str(os.getpid())
