@@ -19,7 +19,7 @@ class _ModelServer:
     model); each completion answers with ``answer(body)``; ``posts`` counts completions."""
 
     def __init__(self, models: list[dict], answer=lambda server, body: body["model"]):
-        self.models, self.posts = models, []
+        self.models, self.posts, self.auth = models, [], []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -32,6 +32,7 @@ class _ModelServer:
                 self.wfile.write(blob)
 
             def do_GET(self):  # noqa: N802
+                outer.auth.append(self.headers.get("Authorization"))
                 self._send({"object": "list", "data": outer.models})
 
             def do_POST(self):  # noqa: N802
@@ -149,3 +150,14 @@ def test_old_cache_rows_are_refused_in_one_line(tmp_path, capsys):
 def test_base_url_normalization():
     assert normalize_base_url("HTTP://LocalHost:80/v1/") == "http://localhost/v1"
     assert normalize_base_url("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"
+
+
+def test_hosted_api_is_asked_for_its_models_with_the_key(tmp_path, monkeypatch):
+    """Hosted APIs (OpenAI, ...) list models only to a caller with a key: the identity request sends it."""
+    monkeypatch.setenv("MEMLAB_TEST_KEY", "sk-test")
+    server = _ModelServer([{"id": "m", "owned_by": "org"}])
+    try:
+        _texts({**_cfg(server.url, "m"), "api_key_env": "MEMLAB_TEST_KEY"}, str(tmp_path / "c.sqlite"))
+        assert server.auth == ["Bearer sk-test"]  # asked once per backend, with the key
+    finally:
+        server.close()

@@ -32,19 +32,20 @@ def normalize_base_url(url: str) -> str:
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
-def served_identity(base_url: str, model_name: str, timeout: float) -> dict[str, Any]:
+def served_identity(base_url: str, model_name: str, timeout: float, api_key: str | None = None) -> dict[str, Any]:
     """The cache identity of ``model_name`` at ``base_url``: {"backend", "base_url", "served"}; ``served`` is the
     server's stable description of the model (plus ``file_sha256`` of a model file it names that is readable
     here), or None when the server lists no models."""
     return {"backend": "openai", "base_url": normalize_base_url(base_url),
-            "served": _describe(_list_models(base_url, timeout), model_name)}
+            "served": _describe(_list_models(base_url, timeout, api_key), model_name)}
 
 
-def _list_models(base_url: str, timeout: float) -> list[dict] | None:
+def _list_models(base_url: str, timeout: float, api_key: str | None) -> list[dict] | None:
     import httpx
 
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        r = httpx.get(str(base_url).rstrip("/") + "/models", timeout=min(float(timeout), 30.0))
+        r = httpx.get(str(base_url).rstrip("/") + "/models", headers=headers, timeout=min(float(timeout), 30.0))
         data = r.json().get("data") if r.status_code == 200 else None
     except (httpx.HTTPError, ValueError, AttributeError):
         return None

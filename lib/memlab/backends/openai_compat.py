@@ -143,7 +143,8 @@ class OpenAICompatBackend(PerSampleBackend):
     def cache_identity(self) -> dict:
         """What the response cache keys this model's answers by (backends/identity.py), asked once."""
         if self._identity is None:
-            self._identity = served_identity(self.base_url, self.model_name, self.timeout)
+            key = self.client.api_key if self.client.api_key != "EMPTY" else None  # hosted APIs list models to keys
+            self._identity = served_identity(self.base_url, self.model_name, self.timeout, key)
         return self._identity
 
     @classmethod
