@@ -6,8 +6,8 @@ groups): every bad point is reported and none runs.
 Known keys of a run = the keys of its composed config, plus the documented optional keys of its model backend
 (``OPTIONAL_MODEL_KEYS``: the backends' ``from_config`` arguments; tested against their signatures) and the
 fields of a ``_schema_`` node's dataclass. An optional key, or a known key given with ``+``, is passed to Hydra as
-``++key`` (add or override), so it works whether or not the chosen preset sets it. ``model.device`` naming a GPU is checked
-against the machine here too.
+``++key`` (add or override), so it works whether or not the chosen preset sets it. ``model.device`` naming a GPU is
+checked against the machine here too.
 """
 
 from __future__ import annotations

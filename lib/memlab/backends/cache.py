@@ -2,8 +2,8 @@
 
 Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight
 dtype), for a served model its identity (backend kind, normalized base_url and the server's own description of
-the model, see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
-numerics, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate Min-K%++
+the model, see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id,
+revision, numerics, served identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate Min-K%++
 statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
 base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
 samples are equal).

@@ -173,7 +173,8 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
                             "feedback_llm_failures": agents.feedback.errors,
                             "feedback_leak_rejections": agents.feedback.leak_rejections,
                             "summary_llm_failures": summary.errors, "summary_leak_edits": summary.leaks_removed,
-                            **agent_fallbacks(summary, agents.verifier, agents.jailbreaker, agents.feedback, agents.judge)}}
+                            **agent_fallbacks(summary, agents.verifier, agents.jailbreaker, agents.feedback,
+                                              agents.judge)}}
 
 
 def _benchmark(method: RecapConfig, catalog, out_dir, res: StudyResult, progress: bool):
