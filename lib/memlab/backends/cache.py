@@ -1,10 +1,10 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
-Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight
-dtype), for a served model its identity (backend kind, normalized base_url and the server's own description of
-the model, see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id,
-revision, numerics, served identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate Min-K%++
-statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
+Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight dtype),
+for a served model its identity (backend kind, normalized base_url and the server's own description of the model,
+see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
+numerics, served identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate
+Min-K%++ statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
 base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
 samples are equal).
 
