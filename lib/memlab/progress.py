@@ -26,6 +26,7 @@ from collections import deque
 from pathlib import Path
 
 ENV = "MEMLAB_PROGRESS"
+RELAYED = ("memlab: warning", "memlab: note")  # kernel lines the runner repeats on its console (once each)
 _MIN_GAP = 1.0  # seconds between two lines written by the kernel for one task
 # An ETA extrapolated from one or two items, or from the first seconds (model loading, warm-up, cache hits), is
 # off by hours; it is shown only from this many completed items AND this much time spent on the task.
@@ -115,6 +116,9 @@ class _CellLog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
+        for line in msg.splitlines():  # the kernel's stdout/stderr arrive here (papermill's log_output)
+            if line.startswith(RELAYED):
+                self.relay.say(line.rstrip())
         if msg.startswith("Executing Cell"):
             digits = "".join(ch for ch in msg if ch.isdigit())
             if digits:
@@ -146,6 +150,7 @@ class Relay:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._handler = _CellLog(self)
         self._prev_env = os.environ.get(ENV)
+        self._said: set[str] = set()
 
     def __enter__(self) -> "Relay":
         os.environ[ENV] = str(self.path)  # the kernel inherits it
@@ -168,6 +173,15 @@ class Relay:
         if self.tty and self._printed:
             self.stream.write("\n")
         self.path.unlink(missing_ok=True)
+
+    def say(self, line: str) -> None:
+        """A kernel's warning/note on the runner's console, once per distinct line (a tty's status line is
+        cleared first and comes back at the next update)."""
+        if line in self._said:
+            return
+        self._said.add(line)
+        self.stream.write(("\r" + " " * 160 + "\r" if self.tty else "") + line + "\n")
+        self.stream.flush()
 
     def kick(self) -> None:
         self._wake.set()

@@ -28,8 +28,10 @@ from omegaconf import DictConfig, OmegaConf
 from memlab import numerics
 from memlab.config import CONF_DIR, check_experiment, compose
 from memlab.errors import ConfigError, MemlabError
+from memlab.known_keys import check_overrides
 from memlab.model_use import check_model_override
 from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
+from memlab.run_lock import per_run_key
 from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -59,6 +61,7 @@ def run_key(overrides: list[str] | str) -> str:
     return key
 
 
+@per_run_key  # a second run of the same experiment and key refuses in one line (run_lock.py)
 def execute(cfg: DictConfig, key: str) -> Path:
     """Run one experiment for an already composed config; returns the run folder.
 
@@ -288,6 +291,7 @@ def main() -> None:
     from memlab.config import normalize_overrides, repo_root
 
     _precheck(sys.argv[1:])
+    sys.argv[1:] = check_overrides(sys.argv[1:])  # unknown keys: one line, exit 2, before anything runs
     flags = [a for a in sys.argv[1:] if a in ("-m", "--multirun")]  # Hydra wants flags before overrides
     rest = [a for a in sys.argv[1:] if a not in flags]
     sys.argv = [sys.argv[0], *flags, *normalize_overrides(rest)]

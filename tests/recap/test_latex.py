@@ -6,6 +6,8 @@ import tarfile
 import pytest
 
 from memlab.data.latex import collect_macros, expand_macros, parse_latex_source, strip_comments
+
+LIMITS = {"max_depth": 8, "max_chars": 2_000_000}  # conf/method/recap.yaml echotrace.papers
 from memlab.errors import MemlabError
 
 MAIN = r"""\documentclass{article}
@@ -61,7 +63,7 @@ def _write(root):
 
 
 def test_folder_pipeline(tmp_path):
-    doc = parse_latex_source(_write(tmp_path / "paper"))
+    doc = parse_latex_source(_write(tmp_path / "paper"), **LIMITS)
     assert doc.main_file == "main.tex"
     assert doc.title == "On Zorblax Systems"
     assert [s.title for s in doc.sections] == ["Abstract", "Introduction", "Method", "Appendix"]
@@ -81,14 +83,14 @@ def test_tarball_equals_folder(tmp_path):
     with tarfile.open(tgz, "w:gz") as tar:
         for p in root.rglob("*"):
             tar.add(p, arcname=str(p.relative_to(root)))
-    assert parse_latex_source(tgz).text == parse_latex_source(root).text
+    assert parse_latex_source(tgz, **LIMITS).text == parse_latex_source(root, **LIMITS).text
 
 
 def test_missing_include_and_latin1_are_logged(tmp_path, caplog):
     (tmp_path / "main.tex").write_bytes(
         b"\\begin{document}\n\\section{A}\nCaf\xe9 text.\n\\input{nowhere}\n\\end{document}\n")
     with caplog.at_level(logging.WARNING):
-        doc = parse_latex_source(tmp_path)
+        doc = parse_latex_source(tmp_path, **LIMITS)
     assert "Café text." in doc.text
     assert any("nowhere" in r.message for r in caplog.records)
     assert any("not UTF-8" in r.message for r in caplog.records)
@@ -96,10 +98,10 @@ def test_missing_include_and_latin1_are_logged(tmp_path, caplog):
 
 def test_bad_sources_raise_one_line(tmp_path):
     with pytest.raises(MemlabError):
-        parse_latex_source(tmp_path / "missing")
+        parse_latex_source(tmp_path / "missing", **LIMITS)
     (tmp_path / "x.tar.gz").write_bytes(b"not a tarball")
     with pytest.raises(MemlabError):
-        parse_latex_source(tmp_path / "x.tar.gz")
+        parse_latex_source(tmp_path / "x.tar.gz", **LIMITS)
 
 
 def test_macro_helpers():
@@ -112,7 +114,8 @@ def test_macro_helpers():
 def test_papers_category_in_echotrace_mini(tmp_path):
     from memlab.data.echotrace import echotrace_mini
 
-    books, notes = echotrace_mini({"papers": {"paths": [str(_write(tmp_path / "paper")), str(tmp_path / "nope")]}})
+    books, notes = echotrace_mini({"papers": {"paths": [str(_write(tmp_path / "paper")), str(tmp_path / "nope")],
+                                              "max_input_depth": 8, "max_source_chars": 2_000_000}})
     assert len(books) == 1 and books[0].category == "papers" and books[0].title == "On Zorblax Systems"
     assert [c.title for c in books[0].chapters] == ["Abstract", "Introduction", "Method", "Appendix"]
     assert any("nope" in n and "skipped" in n for n in notes)

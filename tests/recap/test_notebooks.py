@@ -23,7 +23,8 @@ def _cfg(name, micro_family, tmp_path):
         "public_domain": {"kjv_books": ["Ruth"], "max_chapters": 1},
         "copyrighted": {"licences": ["GPL-3"], "max_words": 150},
         "non_training": {"n_docs": 1, "max_words": 150, "min_date": "2025-01-01", "download": False},
-        "papers": {"paths": []}, "files": []}, merge=False)
+        "papers": {"paths": [], "max_input_depth": 8, "max_source_chars": 2000000}, "files": []},
+        merge=False)
     OmegaConf.update(cfg, "method.max_events_per_book", 2)
     OmegaConf.update(cfg, "method.summary.target_words", 40)
     OmegaConf.update(cfg, "method.memscore.parrot.max_epochs", 2)

@@ -1,9 +1,10 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
-Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight
-dtype), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
-numerics, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate Min-K%++
-statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
+Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight dtype),
+for a served model its identity (backend kind, normalized base_url and the server's own description of the model,
+see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
+numerics, served identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate
+Min-K%++ statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
 base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
 samples are equal).
 
@@ -13,6 +14,7 @@ API call), so a run killed with SIGKILL and rerun recomputes only what had not f
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import inspect
 import json
@@ -25,6 +27,7 @@ from typing import Any, Sequence
 
 from memlab.backends.base import Backend, Generation, GenerationRequest, Message, Sample, TokenScores
 from memlab.backends.jobs import SampleJob, SampleResult, assemble, effective_index, expand
+from memlab.errors import MemlabError
 from memlab.progress import Progress
 
 _FALLBACK_CHUNK = 16  # requests per commit for wrapped backends that can't report samples one by one
@@ -47,20 +50,45 @@ class CachedBackend(Backend):
         self.usage = inner.usage  # real calls only: cache hits cost nothing
         self.hits = self.misses = 0
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise MemlabError(f"cache.path {self.path} is a directory, not a cache file; point cache.path at a file "
+                              "(e.g. <folder>/responses.sqlite), or run with cache=null")
         self._lock = threading.Lock()
+        self._told_deleted = False
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = _open(self.path)
         except sqlite3.DatabaseError as err:
-            # garbage, a truncated file, a text file: keep it for inspection, start an empty cache, say so
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            self.path.replace(aside)
-            for suffix in ("-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-            print(f"memlab: warning: response cache {self.path} is not a usable sqlite database ({err}); moved it "
-                  f"to {aside.name} and started an empty cache (delete it, or run with cache=null to bypass the "
-                  "cache)", file=sys.stderr)
+            if not _is_corrupt(err):  # disk full, I/O error, read-only, locked: the file is not at fault
+                raise _unusable(self.path, err) from None
+            self._move_aside(err)
             self._db = _open(self.path)
+        except OSError as err:
+            raise _unusable(self.path, err) from None
+        self._inode = _inode(self.path)
+
+    def _move_aside(self, err: sqlite3.DatabaseError) -> None:
+        """Garbage, a truncated file, a text file: keep it for inspection, start an empty cache, say so."""
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+        self.path.replace(aside)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        print(f"memlab: warning: response cache {self.path} is not a usable sqlite database ({err}); moved it "
+              f"to {aside.name} and started an empty cache (delete it, or run with cache=null to bypass the "
+              "cache)", file=sys.stderr)
+
+    def _same_file(self) -> None:
+        """A cache file deleted (or replaced) during the run: reopen one at the path, so what is fetched from
+        now on is kept, and say so once. Called with self._lock held."""
+        if _inode(self.path) == self._inode:
+            return
+        self._db.close()
+        self._db = _open(self.path)
+        self._inode = _inode(self.path)
+        if not self._told_deleted:
+            self._told_deleted = True
+            print(f"memlab: warning: response cache {self.path} was deleted or replaced during the run; answers "
+                  "from now on go to a new cache file there (those cached before are gone)", file=sys.stderr)
 
     def __getattr__(self, name: str) -> Any:
         # .tokenizer, .model, .score_token_ids, ... of the wrapped backend
@@ -87,13 +115,18 @@ class CachedBackend(Backend):
             payload["variant"] = variant
         return _digest(payload)
 
-    def _numerics(self) -> dict[str, str]:
-        return {"numerics": self.numerics} if self.numerics else {}
+    def _numerics(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"numerics": self.numerics} if self.numerics else {}
+        identity = getattr(self.inner, "cache_identity", None)
+        if callable(identity):  # served models: never shared across servers or the models they load
+            out["served"] = identity()
+        return out
 
     def _get_many(self, keys: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
         uniq = list(dict.fromkeys(keys))
         with self._lock:
+            self._same_file()
             for start in range(0, len(uniq), 500):
                 part = uniq[start:start + 500]
                 rows = self._db.execute(f"SELECT key, value FROM responses WHERE key IN ({','.join('?' * len(part))})",
@@ -103,6 +136,7 @@ class CachedBackend(Backend):
 
     def _put(self, key: str, method: str, value: str) -> None:
         with self._lock:
+            self._same_file()
             self._db.execute("INSERT OR REPLACE INTO responses (key, method, value) VALUES (?, ?, ?)",
                              (key, method, value))
 
@@ -198,10 +232,55 @@ def _open(path: Path) -> sqlite3.Connection:
         if verdict != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {verdict}")
         db.execute("SELECT COUNT(*) FROM responses").fetchone()
+        _mark_key_version(db, path)
     except sqlite3.DatabaseError:
         db.close()
         raise
     return db
+
+
+KEY_VERSION = "2"  # 2: served models keyed by their identity (issue 33); 1 (no meta row): by model_id alone
+
+
+def _mark_key_version(db: sqlite3.Connection, path: Path) -> None:
+    """A cache written before key version 2 keyed served models' answers by the preset's model_id alone: those
+    rows are never reused (their keys can't be rebuilt from a hash); HF rows keep their keys and stay valid."""
+    db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    row = db.execute("SELECT value FROM meta WHERE name = 'key_version'").fetchone()
+    if row is None:
+        (n_rows,) = db.execute("SELECT COUNT(*) FROM responses").fetchone()
+        if n_rows:
+            print(f"memlab: note: response cache {path} predates served-model identities in its keys: answers "
+                  "cached from API servers there are not reused (HF answers are); delete the file to reclaim the "
+                  "space", file=sys.stderr)
+        db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('key_version', ?)", (KEY_VERSION,))
+
+
+_CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _is_corrupt(err: sqlite3.DatabaseError) -> bool:
+    """The file's content is at fault (not the disk, the permissions or another process)."""
+    code = getattr(err, "sqlite_errorcode", None)
+    return (code is None and not isinstance(err, sqlite3.OperationalError)) or (code or 0) & 0xFF in _CORRUPT_CODES
+
+
+def _unusable(path: Path, err: BaseException) -> MemlabError:
+    code = getattr(err, "sqlite_errorcode", None)
+    full = (code is not None and code & 0xFF == 13) or getattr(err, "errno", None) == errno.ENOSPC
+    if full:
+        return MemlabError(f"disk full: cannot open the response cache {path} (its file is untouched); free space "
+                           "on that disk, or point cache.path elsewhere, or run with cache=null")
+    return MemlabError(f"cannot open the response cache {path}: {str(err).strip().splitlines()[0]} (its file is "
+                       "untouched); check the folder's permissions and free space, or run with cache=null")
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _accepts_on_done(fn) -> bool:

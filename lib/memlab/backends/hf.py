@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
+from safetensors import SafetensorError
 from tqdm.auto import tqdm
 
 from memlab.backends.base import GenerationRequest, Message, Sample, TokenScores, Usage, render_plain_chat
@@ -262,8 +263,7 @@ class HFBackend(PerSampleBackend):
         local = Path(path).expanduser()
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
         is_hub = False
-        if gguf_file:
-            kwargs["gguf_file"] = gguf_file
+        kwargs.update({"gguf_file": gguf_file} if gguf_file else {})
         if local.is_dir():
             if gguf_file and not (local / gguf_file).is_file():
                 raise MemlabError(f"GGUF file {local / gguf_file} not found; {_MODELS_HINT} or fix model.gguf_file")
@@ -286,7 +286,7 @@ class HFBackend(PerSampleBackend):
             with one_gguf_parse() if gguf_file else nullcontext():
                 self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
                 self.model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype, **kwargs)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, SafetensorError) as err:  # SafetensorError: a truncated model.safetensors
             if source == path and not local.is_dir():
                 if _hub_offline():
                     raise MemlabError(f"model {path!r} is not a local folder and the Hugging Face hub is offline "

@@ -127,3 +127,37 @@ def truncate_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     if cut < 0:
         return text, False
     return text[:cut], True
+
+
+def run_each(fn: Callable, items: Sequence, concurrency: int, on_done: Callable | None, bar) -> list:
+    """``[fn(item) for item in items]`` on ``concurrency`` threads; ``on_done(k, result)`` (the cache commits it)
+    and ``bar.update(1)`` in the caller's thread the moment each finishes. When one call fails, no new call
+    starts, the calls already in flight finish and are handed to ``on_done`` too (no answer received is
+    thrown away), then the first error is raised."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    out: list = [None] * len(items)
+    error: BaseException | None = None
+    pool = ThreadPoolExecutor(max_workers=concurrency)
+    try:
+        pending = {pool.submit(fn, item): k for k, item in enumerate(items)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                k = pending.pop(fut)
+                if fut.cancelled():
+                    continue
+                if fut.exception() is not None:
+                    error = error or fut.exception()
+                    for other in pending:
+                        other.cancel()  # only calls not yet started are cancelled
+                    continue
+                out[k] = fut.result()
+                if on_done is not None:
+                    on_done(k, out[k])
+                bar.update(1)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if error is not None:
+        raise error
+    return out

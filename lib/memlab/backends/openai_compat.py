@@ -54,18 +54,20 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import sys
 import threading
 import time
 import json
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
 from memlab.backends.base import Sample, TokenScores, Usage
-from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, truncate_at_stop
+from memlab.backends.jobs import (OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, run_each,
+                                  truncate_at_stop)
+from memlab.backends.identity import served_identity
+from memlab.backends.openai_wire import (_TOKEN_ID, _BadAnswer, _answer, _first_line, _logprob_value, _retry_after,
+                                        topk_renormalized_stats)
 from memlab.errors import BackendError, ConfigError, MemlabError
 
 _RETRY_STATUS = {408, 409, 429}
@@ -78,11 +80,6 @@ _SCORE_FIX = "use an hf backend or a server with echo+logprobs (llama-cpp-python
 class ScoringUnavailable(ConfigError, NotImplementedError):
     """The preset's server can't return prompt log-probs (a ConfigError, and a NotImplementedError as the
     Backend contract asks of what a backend cannot do)."""
-
-
-def _first_line(err: BaseException, limit: int = 200) -> str:
-    text = str(err).strip().splitlines()
-    return (text[0] if text else type(err).__name__)[:limit]
 
 
 class OpenAICompatBackend(PerSampleBackend):
@@ -141,6 +138,14 @@ class OpenAICompatBackend(PerSampleBackend):
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=float(timeout))
         self._lock = threading.Lock()
         self._reached = False
+        self._identity: dict | None = None
+
+    def cache_identity(self) -> dict:
+        """What the response cache keys this model's answers by (backends/identity.py), asked once."""
+        if self._identity is None:
+            key = self.client.api_key if self.client.api_key != "EMPTY" else None  # hosted APIs list models to keys
+            self._identity = served_identity(self.base_url, self.model_name, self.timeout, key)
+        return self._identity
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "OpenAICompatBackend":
@@ -153,26 +158,11 @@ class OpenAICompatBackend(PerSampleBackend):
     # ---- generation ----------------------------------------------------------------------------------------
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
                          on_done: OnDone | None = None) -> list[SampleResult]:
-        out: list[SampleResult | None] = [None] * len(jobs)
         bar = tqdm(total=len(jobs), desc=f"generate {self.model_id}", unit="sample", disable=not progress)
-        pool = ThreadPoolExecutor(max_workers=self.concurrency)
-        try:
-            pending = {pool.submit(self._call, job): k for k, job in enumerate(jobs)}
-            while pending:
-                # FIRST_COMPLETED: hand each sample to on_done (the cache commits it) the moment it finishes, so a
-                # run killed mid-batch loses only the requests in flight (FIRST_EXCEPTION waited for the batch)
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    k = pending.pop(fut)
-                    res = fut.result()  # re-raises a worker's BackendError here, in the caller's thread
-                    out[k] = res
-                    if on_done is not None:
-                        on_done(k, res)
-                    bar.update(1)
+        try:  # each sample reaches on_done (the cache commits it) the moment it finishes, also when another fails
+            return run_each(self._call, jobs, self.concurrency, on_done, bar)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
-        return out  # type: ignore[return-value]
 
     def _params(self, job: SampleJob) -> tuple[str, dict]:
         rq = job.request
@@ -279,23 +269,11 @@ class OpenAICompatBackend(PerSampleBackend):
             print(f"memlab: note: model {self.model_id} is scored from a server's top-k log-probs: Min-K%++ is "
                   "unavailable (it needs the whole vocabulary's distribution at each position); model.vocab_stats="
                   "top_k_renormalized gives a named approximation", file=sys.stderr)
-        out: list[TokenScores | None] = [None] * len(texts)
         bar = tqdm(total=len(texts), desc=f"score {self.model_id}", unit="text", disable=not progress)
-        pool = ThreadPoolExecutor(max_workers=self.concurrency)
         try:
-            pending = {pool.submit(self._score_one, str(t)): k for k, t in enumerate(texts)}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    k = pending.pop(fut)
-                    out[k] = fut.result()  # re-raises a worker's BackendError in the caller's thread
-                    if on_done is not None:
-                        on_done(k, out[k])  # type: ignore[arg-type]
-                    bar.update(1)
+            return run_each(self._score_one, [str(t) for t in texts], self.concurrency, on_done, bar)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
             bar.close()
-        return out  # type: ignore[return-value]
 
     def _score_one(self, text: str) -> TokenScores:
         approx = self.vocab_stats != "none"
@@ -429,53 +407,3 @@ class OpenAICompatBackend(PerSampleBackend):
 
     def close(self) -> None:
         self.client.close()
-
-
-class _BadAnswer(Exception):
-    """The server answered 200 with something that is not a usable completion (never cached)."""
-
-
-def _answer(kind: str, resp: Any) -> tuple[Any, str]:
-    """(choice, text) of a completion response, or _BadAnswer saying what the server sent instead."""
-    if isinstance(resp, (str, bytes)):  # the SDK hands back the raw body when it is not JSON (e.g. an HTML page)
-        body = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else resp
-        raise _BadAnswer(f"a non-JSON body ({' '.join(body.split())[:60]!r})")
-    choices = getattr(resp, "choices", None)
-    if not choices:
-        raise _BadAnswer("a response with no choices")
-    choice = choices[0]
-    text = getattr(getattr(choice, "message", None), "content", None) if kind == "chat" else getattr(choice, "text", None)
-    if not isinstance(text, str):
-        raise _BadAnswer(f"a choice whose {'message.content' if kind == 'chat' else 'text'} is {text!r}")
-    return choice, text
-
-
-_TOKEN_ID = re.compile(r"token_id:(\d+)")
-
-
-def _logprob_value(v: Any) -> float:
-    """vLLM's prompt_logprobs entries are {logprob, rank, decoded_token} (older versions: a bare float)."""
-    return float(v["logprob"] if isinstance(v, dict) else v)
-
-
-def topk_renormalized_stats(logprobs: Sequence[float]) -> tuple[float, float]:
-    """The NAMED approximation ``vocab_stats: top_k_renormalized`` of Min-K%++'s (μ, σ) at one position:
-    mean and std of log p(v) under p renormalized over the returned set S (top-k plus the text's token).
-    Exact iff S carries all the mass; otherwise μ̂ ≥ μ (the unseen tail has log p ≤ min_S log p)."""
-    a = [x for x in logprobs if math.isfinite(x)]
-    if not a:
-        return math.nan, math.nan
-    top = max(a)
-    w = [math.exp(x - top) for x in a]
-    z = sum(w)
-    mu = sum(wi * x for wi, x in zip(w, a)) / z
-    var = sum(wi * (x - mu) ** 2 for wi, x in zip(w, a)) / z
-    return mu, math.sqrt(max(var, 0.0))
-
-
-def _retry_after(err) -> float | None:
-    try:
-        value = err.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None

@@ -219,12 +219,14 @@ def load_gutenberg(path: str | Path, *, category: str = "public_domain", title: 
                           source=str(path), licence="public-domain (Project Gutenberg)")
 
 
-def load_latex_paper(path: str | Path, *, book_id: str | None = None, date: str | None = None) -> Book:
-    """An arXiv LaTeX source (archive, folder or .tex) as a ``papers`` book, one chapter per section."""
+def load_latex_paper(path: str | Path, *, max_depth: int, max_chars: int, book_id: str | None = None,
+                     date: str | None = None) -> Book:
+    """An arXiv LaTeX source (archive, folder or .tex) as a ``papers`` book, one chapter per section
+    (``\\input`` inlining bounded by ``max_depth`` levels and ``max_chars`` characters)."""
     from memlab.data.latex import parse_latex_source
 
     path = Path(path)
-    doc = parse_latex_source(path)
+    doc = parse_latex_source(path, max_depth=max_depth, max_chars=max_chars)
     bid = book_id or f"paper/{path.name.split('.')[0]}"
     chapters = [Chapter(f"{bid}/sec{k + 1}", s.title, s.text) for k, s in enumerate(doc.sections)]
     return Book(id=bid, title=doc.title, category="papers", chapters=chapters, source=str(path),
@@ -337,7 +339,7 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     pp = spec.get("papers") or {}
     for p in pp.get("paths") or []:
         try:
-            books.append(load_latex_paper(p))
+            books.append(load_latex_paper(p, max_depth=pp["max_input_depth"], max_chars=pp["max_source_chars"]))
         except MemlabError as err:
             notes.append(f"papers: {p} skipped ({err})")
     if not pp.get("paths"):

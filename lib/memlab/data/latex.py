@@ -6,7 +6,9 @@ Pipeline, in the order the paper describes it:
 2. find the main file: the ``.tex`` file containing ``\\begin{document}`` (ties: the one named
    ``main.tex``/``ms.tex``/``paper.tex``, else the largest);
 3. inline ``\\input{..}``, ``\\include{..}`` and ``\\subfile{..}`` recursively (cycle-safe, ``.tex`` added
-   when missing, a missing file is logged and dropped);
+   when missing, a missing file is logged and dropped), bounded: at most ``max_depth`` levels deep and
+   ``max_chars`` characters inlined in all (``method.echotrace.papers.max_input_depth`` / ``max_source_chars``),
+   so a deep chain or a fan-out that repeats files is one error naming the file, never a hang;
 4. strip comments (an unescaped ``%`` to end of line), ``figure``/``table``/``algorithm`` environments (and
    their starred forms);
 5. expand simple user macros: ``\\newcommand``/``\\renewcommand``/``\\def`` with 0–9 arguments and no
@@ -24,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,9 +79,10 @@ def _read_tree(source: Path) -> dict[str, str]:
                         fh = tar.extractfile(m)
                         if fh is not None:
                             files[Path(m.name).as_posix().lstrip("./")] = _decode(fh.read(), m.name)
-        except tarfile.TarError as err:
-            raise MemlabError(f"{source} is not a LaTeX folder, .tex file or tar archive ({err}); "
-                              "pass an arXiv source archive or its unpacked folder") from None
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as err:  # truncated .tar.gz: EOFError
+            why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise MemlabError(f"{source} is not a readable LaTeX folder, .tex file or tar archive ({why}); "
+                              "pass a whole arXiv source archive or its unpacked folder") from None
     else:
         raise MemlabError(f"LaTeX source {source} does not exist; pass an arXiv source archive or folder")
     return files
@@ -122,16 +126,28 @@ def strip_comments(tex: str) -> str:
     return "\n".join(out)
 
 
+@dataclass
+class InlineBudget:
+    """Bounds of ``\\input`` inlining: levels deep, and characters inlined in all (repeats counted again)."""
+
+    max_depth: int
+    max_chars: int
+    used_chars: int = 0
+
+
 def inline_includes(files: dict[str, str], name: str, _stack: tuple[str, ...] = (),
-                    used: list[str] | None = None) -> str:
-    """Text of ``name`` with every ``\\input``/``\\include``/``\\subfile`` replaced by the file's text."""
+                    used: list[str] | None = None, budget: InlineBudget | None = None) -> str:
+    """Text of ``name`` with every ``\\input``/``\\include``/``\\subfile`` replaced by the file's text; MemlabError
+    naming the file when ``budget`` (depth or total size) is exceeded."""
     used = used if used is not None else []
     used.append(name)
     base = str(Path(name).parent) if "/" in name else ""
-    text = strip_comments(files[name])
     if name in _stack:
         log.warning("include cycle at %s; dropped", name)
         return ""
+    if budget is not None:
+        _spend(budget, name, files[name], _stack)
+    text = strip_comments(files[name])
 
     def resolve(target: str) -> str | None:
         target = target.strip()
@@ -147,12 +163,23 @@ def inline_includes(files: dict[str, str], name: str, _stack: tuple[str, ...] = 
         if found is None:
             log.warning("%s: \\%s{%s} not found in the source; dropped", name, m.group(1), m.group(2))
             return ""
-        body = inline_includes(files, found, _stack + (name,), used)
+        body = inline_includes(files, found, _stack + (name,), used, budget)
         if m.group(1) == "subfile":  # a subfile is a full document; keep only its body
             body = _between_document(body) or body
         return "\n" + body + "\n"
 
     return _INCLUDE_RE.sub(repl, text)
+
+
+def _spend(budget: InlineBudget, name: str, text: str, stack: tuple[str, ...]) -> None:
+    if len(stack) > budget.max_depth:
+        raise MemlabError(f"{name}: \\input nested more than {budget.max_depth} levels deep (via "
+                          f"{' -> '.join(stack[:3])} ...); raise method.echotrace.papers.max_input_depth if the "
+                          "paper really nests that deep")
+    budget.used_chars += len(text)
+    if budget.used_chars > budget.max_chars:
+        raise MemlabError(f"{name}: inlining \\input files exceeds {budget.max_chars} characters (a file included "
+                          "over and over?); raise method.echotrace.papers.max_source_chars if the paper is that long")
 
 
 def strip_floats(tex: str) -> str:
@@ -176,7 +203,7 @@ def _balanced(tex: str, i: int) -> tuple[str, int]:
             depth -= 1
             if depth == 0:
                 return tex[i + 1 : j], j + 1
-    raise ValueError("unbalanced braces")
+    raise ValueError(f"unbalanced braces: the group opened at line {tex.count(chr(10), 0, i) + 1} never closes")
 
 
 def collect_macros(tex: str) -> tuple[dict[str, tuple[int, str]], str]:
@@ -296,15 +323,26 @@ def split_sections(body: str) -> list[LatexSection]:
     return sections
 
 
-def parse_latex_source(source: str | Path) -> LatexDocument:
-    """The full App. C.2 pipeline on a local archive, folder or ``.tex`` file (see module docstring)."""
+def parse_latex_source(source: str | Path, *, max_depth: int, max_chars: int) -> LatexDocument:
+    """The full App. C.2 pipeline on a local archive, folder or ``.tex`` file (see module docstring); any fault of
+    the source is a MemlabError naming the file (the caller skips that paper with a note)."""
     source = Path(source)
+    try:
+        return _parse(source, InlineBudget(int(max_depth), int(max_chars)))
+    except ValueError as err:  # unbalanced braces in a \section title, a \title, ...
+        raise MemlabError(f"{source}: {err}; check the LaTeX source's braces") from None
+    except RecursionError:
+        raise MemlabError(f"{source}: the LaTeX nests too deeply to parse; lower "
+                          "method.echotrace.papers.max_input_depth or check the source") from None
+
+
+def _parse(source: Path, budget: InlineBudget) -> LatexDocument:
     files = _read_tree(source)
     if not files:
         raise MemlabError(f"no LaTeX files in {source}; pass an arXiv source archive or folder")
     main = find_main_file(files)
     used: list[str] = []
-    full = inline_includes(files, main, used=used)
+    full = inline_includes(files, main, used=used, budget=budget)
     macros, full = collect_macros(full)
     full = strip_floats(full)
     tm = re.search(r"\\title\s*(\[[^\]]*\])?\s*\{", full)

@@ -40,6 +40,7 @@ import difflib
 import json
 import logging
 import re
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -104,6 +105,26 @@ class Agent:
     def _fail(self, what: str, err: Exception | str) -> None:
         self.errors += 1
         log.warning("%s: LLM agent failed (%s); using the deterministic implementation", what, err)
+        if self.errors == 1:  # once per agent on stderr (the runner relays it to the console); counted in metrics
+            role = agent_role(self)
+            print(f"memlab: warning: RECAP {role} agent fell back to the rule-based implementation ({what}: "
+                  f"{str(err).splitlines()[0][:120] if str(err) else type(err).__name__}); every fallback is "
+                  f"counted in metrics.json agent_fallbacks/{role}", file=sys.stderr)
+
+
+_ROLES = {"VerbatimVerifier": "verifier", "Jailbreaker": "jailbreaker", "FeedbackAgent": "feedback",
+          "ContaminationJudge": "contamination_judge", "SectionSummaryAgent": "summary"}
+
+
+def agent_role(agent: Agent) -> str:
+    name = type(agent).__name__
+    return _ROLES.get(name) or re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def agent_fallbacks(*agents: Agent) -> dict[str, int]:
+    """``{"agent_fallbacks/<role>": n}`` for every agent that has an LLM: how often it fell back to the
+    rule-based implementation (0 is reported too, so "agents: llm" always comes with its fallback count)."""
+    return {f"agent_fallbacks/{agent_role(a)}": int(a.errors) for a in agents if a.llm is not None}
 
 
 def parse_json(text: str):

@@ -46,6 +46,8 @@ class NonTraining:
 @dataclass(frozen=True)
 class Papers:
     paths: list[str]                     # arXiv LaTeX sources (tarball / folder / .tex)
+    max_input_depth: int = field(metadata=check(ge=1, le=200))  # \input levels inlined at most
+    max_source_chars: int = field(metadata=check(ge=1))           # characters inlined in all (repeats count again)
 
 
 @dataclass(frozen=True)

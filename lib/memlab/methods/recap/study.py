@@ -23,7 +23,8 @@ from memlab.data.echotrace import Book, coverage_report, echotrace_mini
 from memlab.errors import MissingSourceError
 from memlab.methods.recap import evaluate as E
 from memlab.methods.recap import plots
-from memlab.methods.recap.agents import ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier
+from memlab.methods.recap.agents import (ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier,
+                                         agent_fallbacks)
 from memlab.methods.recap.config import RecapConfig
 from memlab.methods.recap.extraction import ExtractionAgent
 from memlab.methods.recap.memscore import make_memscore_fn
@@ -176,7 +177,9 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
             "agent_stats": {"verifier_llm_failures": agents.verifier.errors,
                             "feedback_llm_failures": agents.feedback.errors,
                             "feedback_leak_rejections": agents.feedback.leak_rejections,
-                            "summary_llm_failures": summary.errors, "summary_leak_edits": summary.leaks_removed}}
+                            "summary_llm_failures": summary.errors, "summary_leak_edits": summary.leaks_removed,
+                            **agent_fallbacks(summary, agents.verifier, agents.jailbreaker, agents.feedback,
+                                              agents.judge)}}
 
 
 def _benchmark(method: RecapConfig, catalog, out_dir, res: StudyResult, progress: bool):

@@ -1,0 +1,69 @@
+"""LLM agents that fall back say so (issue 33): a served model that never answers the JSON the agents expect
+(SmolLM2 through a llama-cpp server did this) — each agent's fallbacks are counted for metrics.json
+(``agent_fallbacks/<agent>``) and one console line per agent says it fell back. A real HTTP server on 127.0.0.1
+answering prose."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from memlab.backends.factory import build_backend
+from memlab.schema import method_config
+from memlab.methods.recap.agents import agent_fallbacks
+from memlab.methods.recap.study import build_agents
+
+REF = "And it came to pass in the days when the judges ruled, that there was a famine in the land."
+
+
+class _ProseServer:
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers["Content-Length"]))
+                blob = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "smol",
+                                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                       "role": "assistant", "content": "Sure! Here is what I think about it."}}],
+                                   "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(blob)))
+                self.end_headers()
+                self.wfile.write(blob)
+
+            def do_GET(self):  # noqa: N802
+                self.send_response(404)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_fallbacks_are_counted_per_agent_and_said_once_each(capsys):
+    server = _ProseServer()
+    try:
+        llm = build_backend({"name": "smol", "backend": "openai", "base_url": server.url, "api_key_env": None,
+                             "model_id": "smol", "chat": True, "concurrency": 1, "max_retries": 0, "timeout": 10})
+        _, agents = build_agents(method_config("recap"), llm)
+        judge, verifier = agents.judge, agents.verifier
+        capsys.readouterr()
+        assert judge.judge([REF, REF], ["hint one", "hint two"]) == [None, None]  # fell back: no JSON
+        verifier.verify([REF, REF], "Ruth")
+        _, rule_based = build_agents(method_config("recap"), None)
+        counts = agent_fallbacks(judge, verifier, rule_based.verifier)
+        assert counts["agent_fallbacks/contamination_judge"] == 2 and counts["agent_fallbacks/verifier"] >= 1
+        assert len(counts) == 2  # an agent without an LLM never falls back and is not listed
+        said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("memlab: warning: RECAP")]
+        assert len(said) == 2, said  # one line per agent, however often it fell back
+        assert {ln.split()[3] for ln in said} == {"contamination_judge", "verifier"}
+    finally:
+        server.close()

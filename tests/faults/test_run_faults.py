@@ -1,0 +1,71 @@
+"""The runner survives its users (issue 33): a results path that is a file, Ctrl-C during a run and a full disk
+each end in one line (no traceback), a nonzero exit, and nothing of the previous result lost."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def _cmd(results, *extra):
+    return [sys.executable, "-m", "memlab.run", "experiment=memorization_curve", f"paths.results={results}",
+            f"paths.cache={results}/../cache", "logger=null", *extra]
+
+
+def test_results_path_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "results").write_text("my notes")
+    r = subprocess.run(_cmd(tmp_path / "results"), capture_output=True, text=True, timeout=300)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "in the way" in lines[0] and str(tmp_path / "results") in lines[0]
+    assert (tmp_path / "results").read_text() == "my notes"
+
+
+def test_results_path_that_is_a_file_in_a_sweep_gets_the_failure_summary(tmp_path):
+    (tmp_path / "results").write_text("my notes")
+    r = subprocess.run(_cmd(tmp_path / "results", "-m", "params.n_probes=4,6"), capture_output=True, text=True,
+                       timeout=300)
+    failed = [ln for ln in r.stderr.splitlines() if ln.startswith("memlab: error: job failed:")]
+    assert r.returncode == 2 and len(failed) == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_ctrl_c_during_a_run_is_one_line_and_keeps_the_partial_folder(tmp_path):
+    results = tmp_path / "results"
+    proc = subprocess.Popen(_cmd(results), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("memlab: running"):
+            break
+    time.sleep(1.0)  # the notebook's kernel is starting or running
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "Traceback" not in rest, rest
+    interrupted = [ln for ln in rest.splitlines() if ln.startswith("memlab: interrupted:")]
+    assert len(interrupted) == 1 and ".default.partial" in interrupted[0], rest
+    assert (results / "memorization_curve" / ".default.partial" / "config.yaml").exists()
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare for a small tmpfs")
+def test_full_disk_during_a_run_is_one_line(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    fill = (f'"{sys.executable}" -c "import sys\nf = open(sys.argv[1], \'wb\', buffering=0)\ntry:\n'
+            f'    while True: f.write(bytes(4096))\nexcept OSError: pass" "{disk}/filler"')
+    run = " ".join(f'"{a}"' for a in _cmd(disk / "results"))
+    cmd = ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size=512k tmpfs "{disk}" && {fill} && exec {run}']
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if "mount" in r.stderr and "memlab" not in r.stderr:
+        pytest.skip(f"no user mount namespace here: {r.stderr.strip()[:200]}")
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("memlab: error:")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(errors) == 1 and "disk full" in errors[0], r.stderr
