@@ -12,7 +12,7 @@ from memlab.errors import ConfigError
 from memlab.site.markup import e, shell
 
 FIELDS = ("id", "what", "paper_setting", "ours", "restore")
-OFFLINE = "not possible offline"
+OFFLINE = "not possible"  # "not possible offline: why" (or "not possible here: why")
 
 
 def load(conf: Path) -> dict[str, list[dict]]:
