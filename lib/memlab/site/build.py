@@ -13,7 +13,7 @@ from memlab.errors import MemlabError, one_line_errors
 from memlab.site import deviations, sweep_pages
 from memlab.site.data import COPIED, Checkout, Run, experiments, git_state, paper_titles, read_run
 from memlab.site.markup import csv_page, e, href
-from memlab.site.pages import csv_rows_html, environment_section, experiment_section, index_page, run_page
+from memlab.site.pages import config_page, csv_rows_html, environment_section, experiment_section, index_page, run_page
 
 
 def _copy_run(r: Run, dest: Path) -> None:
@@ -61,6 +61,8 @@ def _write_site(results: Path, work: Path, root: Path, checkout: Checkout) -> li
             _copy_run(r, site_run)
             tables = _table_pages(r, site_run)
             (site_run / "run.html").write_text(run_page(r, site_run, checkout, tables), encoding="utf-8")
+            if (site_run / "config.yaml").exists():
+                (site_run / "config.html").write_text(config_page(r, site_run), encoding="utf-8")
         sweeps = sweep_pages.section(results, r.experiment, work, index)
         sections.append(experiment_section(r, site_run, index, checkout, sweeps))
     links = _deviation_pages(root / "conf", work, titles)

@@ -245,10 +245,10 @@ def run_page(r: Run, site_run: Path, checkout: Checkout, tables_html: dict[str, 
     """``<exp>/run.html``: provenance, config.yaml, every table inline (collapsible), figures with captions."""
     page = site_run / "run.html"
     out = [f"<h1>{e(r.experiment)}: run <code>default</code></h1>", provenance.section(r, checkout)]
-    config = provenance.config_text(r.folder) if r.folder else None
-    if config is not None:
-        out.append(f'<section id="run-config"><h2>Config</h2><p><a href="config.yaml" download>config.yaml</a>'
-                   f"</p><details><summary>show config.yaml</summary><pre>{e(config)}</pre></details></section>")
+    if (site_run / "config.yaml").exists():
+        out.append('<section id="run-config"><h2>Config</h2><p>The resolved config the run was made with: '
+                   '<a href="config.html">config.yaml as a page</a> · <a href="config.yaml" download>config.yaml</a>'
+                   "</p></section>")
     out.append('<section id="run-tables"><h2>Tables</h2>')
     for p in r.tables:
         out.append(f'<details{" open" if p.stem == "comparison" else ""}><summary>{e(p.stem)} '
@@ -261,6 +261,14 @@ def run_page(r: Run, site_run: Path, checkout: Checkout, tables_html: dict[str, 
         out += [figure_block(r, p, site_run / "figures" / p.name, page) for p in r.figures]
         out.append("</section>")
     return shell(f"{r.experiment} — memlab run", "\n".join(out), href(site_run.parent / "index.html", page))
+
+
+def config_page(r: Run, site_run: Path) -> str:
+    """``<exp>/config.html``: the run's config.yaml as text (the run's own content, shown as written)."""
+    text = (site_run / "config.yaml").read_text(encoding="utf-8")
+    body = (f"<h1>{e(r.experiment)}: config.yaml</h1><p>As the run wrote it "
+            f'(<a href="config.yaml" download>download</a>).</p><pre>{e(text)}</pre>')
+    return shell(f"{r.experiment} — config.yaml", body, "run.html")
 
 
 def csv_rows_html(path: Path) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 from memlab.site.data import Checkout, Run
 from memlab.site.markup import e
@@ -86,8 +85,3 @@ def short_flag(run: Run, checkout: Checkout) -> str:
         return ""
     more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
     return f'<span class="flag">{e(found[0])}{e(more)}</span>'
-
-
-def config_text(folder: Path) -> str | None:
-    p = folder / "config.yaml"
-    return p.read_text(encoding="utf-8") if p.exists() else None
