@@ -16,6 +16,9 @@ from pathlib import Path
 COPIED = ("figures/*.png", "figures/captions.json", "tables/*.csv", "metrics.json", "config.yaml", "run.json")
 # changes that `make reproduce` itself makes to a clean checkout: not "dirty" for the report's title
 REPRODUCE_WRITES = ("dvc.lock",)
+# paper ids that name the same paper as another's conf/paper file: seed 001 is the published version of seed 003,
+# and conf/paper/003_pearl.yaml holds the claims of both
+SAME_PAPER = {"001_pearl": "003_pearl"}
 
 
 @dataclass
@@ -138,6 +141,7 @@ def paper_titles(conf: Path) -> dict[str, dict]:
         data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         meta = {k: data[k] for k in ("title", "authors", "url") if data.get(k)}
         out[str(data.get("paper", p.stem))] = meta
+    out.update({alias: out[paper] for alias, paper in SAME_PAPER.items() if paper in out})
     return out
 
 
