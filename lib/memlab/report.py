@@ -155,7 +155,7 @@ class Report:
         one point, every value the same), why — the report site then shows that sentence instead of the plot."""
         entries = {}
         for name, fig in result.figures.items():
-            entry = {"caption": getattr(result, "captions", {}).get(name, "")}
+            entry = {"caption": getattr(result, "captions", {}).get(name) or _label(fig)}
             if why := degenerate(fig):
                 entry["degenerate"] = why
             entries[_safe(name)] = entry
@@ -223,6 +223,12 @@ def degenerate(fig) -> str:
     if np.all(values == values[0]):
         return f"every plotted value is {values[0]:.4g} ({values.size} points)"
     return ""
+
+
+def _label(fig) -> str:
+    """A caption the figure code set as the figure's label (``fig.set_label``); matplotlib's own labels are ""."""
+    label = fig.get_label() if hasattr(fig, "get_label") else ""
+    return "" if not label or label.startswith("_") else str(label)
 
 
 def _safe(name: str) -> str:

@@ -52,3 +52,21 @@ def test_captions_json_from_a_study(tmp_path):
     assert data == {"curve": {"caption": "share flagged vs epoch, n = 6 members"},
                     "flat": {"caption": "", "degenerate": "every plotted value is 0 (6 points)"}}
     plt.close("all")
+
+
+def test_figure_code_captions_reach_captions_json(tmp_path):
+    import pandas as pd
+
+    from memlab.methods.pearl import plots
+
+    flags = pd.DataFrame({"kind": ["bitflip"] * 4, "split": ["member", "member", "nonmember", "nonmember"],
+                          "alpha": [0.2] * 4, "epoch": [0, 10, 0, 10], "share": [0.0, 0.5, 0.0, 0.17],
+                          "n": [6, 6, 6, 6]})
+    res = StudyResult()
+    res.figure("flagged", plots.flagged_by_epoch(flags, ["bitflip"], "sensitivity"))
+    (tmp_path / "figures").mkdir()
+    Report._write_captions(SimpleNamespace(out_dir=tmp_path), res)
+    entry = json.loads((tmp_path / "figures" / "captions.json").read_text())["flagged"]
+    assert entry == {"caption": "Share of members and non-members PEARL flags (sensitivity > α) per fine-tuning epoch "
+                                "of the tiny model, one panel per perturbation kind; n = 6 documents per point."}
+    plt.close("all")
