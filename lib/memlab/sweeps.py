@@ -38,8 +38,13 @@ def expand(overrides: list[str]) -> tuple[dict[str, list[str]], list[list[str]]]
 
 
 def sweep_id(overrides: list[str]) -> str:
-    """A folder name for the sweep from its overrides (experiment dropped), shortened with a hash when long."""
-    kept = sorted(o for o in overrides if not o.startswith(("experiment=", "hydra", "-")))
+    """A folder name for the sweep from the overrides that can change a result (as the run key keeps them: no
+    experiment, paths, logger, cache or hydra), shortened with a hash when long."""
+    from memlab.run import NON_RESULT_KEYS
+
+    kept = sorted(o for o in overrides
+                  if not o.startswith("-") and o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
+                  not in NON_RESULT_KEYS)
     text = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", ";".join(kept).replace(";", "__")) or "sweep"
     if len(text) > 100:
         text = f"{text[:80]}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
@@ -190,7 +195,7 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
             if experiment is None:
                 continue
             first = next(p for p in points if _experiment_of(p) == experiment)
-            cfg = compose(experiment, [o for o in first if not o.startswith("experiment=")])
+            cfg = compose(experiment, [o for o in first if not o.startswith(("experiment=", "hydra"))])
             results = Path(OmegaConf.select(cfg, "paths.results"))
             out.append(summarize(results, experiment, overrides))
             print(f"memlab: sweep summary in {out[-1]}", file=sys.stderr)

@@ -69,3 +69,18 @@ def test_site_shows_the_sweep(swept, tmp_path):
     assert f'id="sweep-pearl_mia-{sid}"' in html and "sweep.png" in html
     page = index.parent / "pearl_mia" / "sweeps" / sid / "sweep.html"
     assert page.read_text().count("<tr>") == 1 + 6  # header + one row per point
+
+
+def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
+    from memlab.sweeps import write_sweeps
+
+    results = tmp_path / "results"
+    overrides = [*OVERRIDES, f"paths.results={results}", "hydra/launcher=basic"]
+    _, points = expand(overrides)
+    for i, point in enumerate(points):
+        _point(results, point, 0.3 + 0.1 * i)
+    (out,) = write_sweeps(overrides)
+    assert out == results / "pearl_mia" / "sweeps" / sweep_id(OVERRIDES)
+    assert json.loads((out / "sweep.json").read_text())["missing"] == 0
+    assert "memlab: sweep summary in" in capsys.readouterr().err
+    assert write_sweeps(["experiment=pearl_mia", "params.min_k=0.1"]) == []  # one point: no sweep
