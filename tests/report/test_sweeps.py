@@ -84,3 +84,24 @@ def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
     assert json.loads((out / "sweep.json").read_text())["missing"] == 0
     assert "memlab: sweep summary in" in capsys.readouterr().err
     assert write_sweeps(["experiment=pearl_mia", "params.min_k=0.1"]) == []  # one point: no sweep
+
+
+def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_family):
+    """`python -m memlab.run -m` on the demo with a micro zoo (two points): the summary finds both run folders,
+    so its keys are the runner's."""
+    import subprocess
+    import sys
+
+    zoo = zoo_builder(tmp_path / "zoo", two_chapter_family)
+    results = tmp_path / "results"
+    args = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "params.family=micro",
+            f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={results}",
+            f"paths.cache={zoo / 'cache'}", "logger=null", "params.n_probes=6", "params.prefix_len=8",
+            "params.cont_len=8", "params.sizes=[xs]", "params.epochs=[1,2]", "params.epoch_every=1",
+            "seed=0,1"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (folder,) = (results / "memorization_curve" / "sweeps").iterdir()
+    table = pd.read_csv(folder / "sweep.csv")
+    assert list(table["seed"]) == [0, 1] and table["ran"].all()
+    assert (folder / "sweep.png").exists() and "memlab: sweep summary in" in r.stderr
