@@ -211,6 +211,8 @@ def degenerate(fig) -> str:
         for line in ax.get_lines():
             ys += list(np.asarray(line.get_ydata(), dtype=float).ravel())
         for coll in ax.collections:
+            if type(coll).__name__ != "PathCollection":  # scatter points; bands and error bars repeat the lines
+                continue
             offsets = np.asarray(coll.get_offsets(), dtype=float)
             if offsets.ndim == 2 and offsets.shape[1] == 2:
                 ys += list(offsets[:, 1])
