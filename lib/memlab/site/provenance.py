@@ -1,8 +1,9 @@
 """Each run's provenance (its ``run.json``, written by :mod:`memlab.run`) and whether it matches the checkout.
 
 The rule for flagging a run, stated on every run page: a run is flagged when its ``run.json`` records no commit,
-a commit other than the checkout's HEAD, or uncommitted changes (``dirty``); and when the ``config.yaml`` in its
-folder no longer has the sha256 the run recorded. We do not re-compose today's config to compare it with the
+a commit other than the checkout's HEAD, or uncommitted changes (``dirty``) beyond ``dvc.lock``, which ``make
+reproduce`` rewrites as it goes; and when the ``config.yaml`` in its folder no longer has the sha256 the run
+recorded. We do not re-compose today's config to compare it with the
 run's: a run at HEAD from a clean tree was made from HEAD's ``conf/``.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 
-from memlab.site.data import Checkout, Run
+from memlab.site.data import REPRODUCE_WRITES, Checkout, Run
 from memlab.site.markup import e
 
 RULE = ("A run is flagged when its run.json records no commit, a commit other than the checkout's HEAD, or "
-        "uncommitted changes (dirty), or when its config.yaml no longer has the sha256 the run recorded. "
-        "Today's config is not re-composed: a clean run at HEAD was made from HEAD's conf/.")
+        "uncommitted changes (dirty) other than dvc.lock (which make reproduce rewrites as it goes), or when its "
+        "config.yaml no longer has the sha256 the run recorded. Today's config is not re-composed: a clean run at "
+        "HEAD was made from HEAD's conf/.")
 # run.json keys in the order the page shows them; any other key follows, sorted
 ORDER = ("commit", "dirty", "dirty_files", "diff_sha256", "config_sha256", "seed", "key", "started", "seconds",
          "numerics", "threads", "dtypes", "models", "packages", "debian")
@@ -33,9 +35,9 @@ def flags(run: Run, checkout: Checkout) -> list[str]:
         out.append("run.json records no commit (made before runs recorded it)")
     elif checkout.changed is not None and commit != checkout.commit:
         out.append(f"made at commit {str(commit)[:7]}, the report is of {checkout.short}")
-    if info.get("dirty"):
-        files = ", ".join(str(f) for f in info.get("dirty_files") or []) or "files not recorded"
-        out.append(f"made with uncommitted changes ({files})")
+    changed = [str(f) for f in info.get("dirty_files") or []]
+    if info.get("dirty") and (not changed or any(f not in REPRODUCE_WRITES for f in changed)):
+        out.append(f"made with uncommitted changes ({', '.join(changed) or 'files not recorded'})")
     recorded = info.get("config_sha256")
     config = run.folder / "config.yaml" if run.folder else None
     if recorded and config and config.exists() and hashlib.sha256(config.read_bytes()).hexdigest() != recorded:
