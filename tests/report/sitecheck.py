@@ -96,7 +96,10 @@ def _check_links(page, current: Path, site: Path, out: Crawl) -> list[Path]:
         out.links += 1
         where = f"{current.relative_to(site)}: {raw}"
         if raw.startswith("#"):
-            if raw != "#" and page.locator(f"[id='{unquote(raw[1:])}']").count() != 1:
+            # as a browser does: the fragment as written (nbconvert's ids keep %-escapes) or decoded
+            found = page.evaluate("ids => ids.some(i => document.getElementById(i) !== null)",
+                                  [raw[1:], unquote(raw[1:])])
+            if raw != "#" and not found:
                 out.errors.append(f"fragment names no element: {where}")
             continue
         url = urlparse(absolute)
