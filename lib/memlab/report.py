@@ -150,6 +150,18 @@ class Report:
         tmp.replace(self._metrics_path)
         return dict(self._metrics)
 
+    def _write_captions(self, result) -> None:
+        """``figures/captions.json``: per figure, the study's caption and, when its data is degenerate (no point,
+        one point, every value the same), why — the report site then shows that sentence instead of the plot."""
+        entries = {}
+        for name, fig in result.figures.items():
+            entry = {"caption": getattr(result, "captions", {}).get(name) or _label(fig)}
+            if why := degenerate(fig):
+                entry["degenerate"] = why
+            entries[_safe(name)] = entry
+        if entries:
+            path = self.out_dir / "figures" / "captions.json"
+            path.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
 
     def save(self, result) -> None:
         """Write every table, figure and metric of a :class:`memlab.results.StudyResult`; display the ones the
@@ -164,6 +176,7 @@ class Report:
             result.metrics.update({f"verdict/{r.claim_id}": r.verdict for r in cmp.itertuples()})
         for name, df in result.tables.items():
             self.table(name, df, show=False)
+        self._write_captions(result)
         for name, fig in result.figures.items():
             self.figure(name, fig, show=False)
         for name in result.shown:
@@ -184,6 +197,40 @@ def positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
     if n < (0 if allow_zero else 1):
         raise ConfigError(f"{name} must be >= {0 if allow_zero else 1}, got {n}")
     return n
+
+
+def degenerate(fig) -> str:
+    """Why a matplotlib figure has nothing to show ("" when it has): no data, one point, or every plotted value
+    equal (e.g. all zeros). Reads lines, scatter points and bar heights of every panel; images count as data."""
+    import numpy as np
+
+    ys: list = []
+    for ax in fig.get_axes():
+        if ax.images:
+            return ""
+        for line in ax.get_lines():
+            ys += list(np.asarray(line.get_ydata(), dtype=float).ravel())
+        for coll in ax.collections:
+            if type(coll).__name__ != "PathCollection":  # scatter points; bands and error bars repeat the lines
+                continue
+            offsets = np.asarray(coll.get_offsets(), dtype=float)
+            if offsets.ndim == 2 and offsets.shape[1] == 2:
+                ys += list(offsets[:, 1])
+        ys += [p.get_height() for p in ax.patches if hasattr(p, "get_height")]
+    values = np.asarray([y for y in ys if np.isfinite(y)], dtype=float)
+    if values.size == 0:
+        return "the figure has no data points"
+    if values.size == 1:
+        return f"the figure has one data point ({values[0]:.4g})"
+    if np.all(values == values[0]):
+        return f"every plotted value is {values[0]:.4g} ({values.size} points)"
+    return ""
+
+
+def _label(fig) -> str:
+    """A caption the figure code set as the figure's label (``fig.set_label``); matplotlib's own labels are ""."""
+    label = fig.get_label() if hasattr(fig, "get_label") else ""
+    return "" if not label or label.startswith("_") else str(label)
 
 
 def _safe(name: str) -> str:

@@ -17,6 +17,7 @@ class StudyResult:
     figures: dict[str, Any] = field(default_factory=dict)    # name → matplotlib Figure
     metrics: dict[str, Any] = field(default_factory=dict)
     shown: list[str] = field(default_factory=list)           # table/figure names displayed, in order
+    captions: dict[str, str] = field(default_factory=dict)   # figure name → what is plotted, on what n
 
     def table(self, name: str, df, *, show: bool = True):
         self.tables[name] = df
@@ -24,8 +25,11 @@ class StudyResult:
             self.shown.append(name)
         return df
 
-    def figure(self, name: str, fig, *, show: bool = True):
+    def figure(self, name: str, fig, *, show: bool = True, caption: str | None = None):
+        """Add a figure; ``caption`` says what is plotted and on what n (the report site shows it)."""
         self.figures[name] = fig
+        if caption:
+            self.captions[name] = caption
         if show:
             self.shown.append(name)
         return fig
@@ -37,5 +41,6 @@ class StudyResult:
         self.tables.update(other.tables)
         self.figures.update(other.figures)
         self.metrics.update(other.metrics)
+        self.captions.update(other.captions)
         self.shown += other.shown
         return self

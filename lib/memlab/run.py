@@ -308,6 +308,8 @@ def main() -> None:
     finally:
         failed = sorted(p.read_text() for p in errors.glob("*.txt"))
         shutil.rmtree(errors, ignore_errors=True)
+    from memlab.sweeps import write_sweeps  # one summary of the sweep's points: results/<experiment>/sweeps/<id>/
+    write_sweeps(normalize_overrides(rest))
     if failed:
         for line in failed:
             print(f"memlab: error: job failed: {line}", file=sys.stderr)

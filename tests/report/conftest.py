@@ -43,3 +43,17 @@ def chromium_browser():
             yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="session")
+def sitecheck():
+    """tests/report/sitecheck.py (the crawl and path checks of a built site), loaded by path: the tests import
+    in importlib mode, where sibling modules are not importable by name."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("memlab_tests_sitecheck", Path(__file__).with_name("sitecheck.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module

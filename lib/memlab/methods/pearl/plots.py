@@ -5,6 +5,21 @@ from __future__ import annotations
 from typing import Sequence
 
 
+def n_text(frame, what: str = "documents") -> str:
+    """"n = 6 documents per point" (or "n = 3–6 …") from a table's ``n`` column; "" when it has none."""
+    if frame is None or "n" not in getattr(frame, "columns", ()) or not len(frame):
+        return ""
+    lo, hi = int(frame["n"].min()), int(frame["n"].max())
+    return f"n = {lo} {what} per point" if lo == hi else f"n = {lo}–{hi} {what} per point"
+
+
+def caption(fig, text: str):
+    """The figure's caption (what is plotted, on what n), kept as its matplotlib label: Report.save writes it to
+    figures/captions.json when the study gives none."""
+    fig.set_label(text)
+    return fig
+
+
 def fpr_by_kind(fpr, target_fpr: float):
     """FPR of PEARL on non-members vs threshold α, one panel per score, one line per perturbation kind."""
     import matplotlib.pyplot as plt
@@ -18,7 +33,8 @@ def fpr_by_kind(fpr, target_fpr: float):
         ax.set_title(f"FPR of PEARL ({score}) on non-members")
     axes[0].set_ylabel("false positive rate")
     axes[0].legend()
-    return fig
+    return caption(fig, f"False positive rate of PEARL on held-out non-members vs the threshold α, per score and "
+                        f"perturbation kind; dashed: the target FPR {target_fpr}; {n_text(fpr, 'non-members')}.")
 
 
 def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
@@ -34,7 +50,8 @@ def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
         ax.set_xlabel("fine-tuning epoch")
     axes[0][0].set_ylabel("% of documents")
     axes[0][0].legend(fontsize=8)
-    return fig
+    return caption(fig, f"Share of members and non-members PEARL flags ({score} > α) per fine-tuning epoch of the "
+                        f"tiny model, one panel per perturbation kind; {n_text(flags)}.")
 
 
 def auc_by_epoch(auc):
@@ -48,7 +65,8 @@ def auc_by_epoch(auc):
     ax.set_xlabel("fine-tuning epoch")
     ax.set_ylabel("ROC-AUC (members vs non-members)")
     ax.legend(fontsize=8, ncol=2)
-    return fig
+    return caption(fig, "ROC-AUC of every score separating members from non-members per fine-tuning epoch; dotted: "
+                        f"chance (0.5); {n_text(auc) or 'n as in the detection table'}.")
 
 
 def fpr_by_size(fpr, sizes: Sequence[str], score: str):
@@ -62,7 +80,8 @@ def fpr_by_size(fpr, sizes: Sequence[str], score: str):
     ax.set_xlabel(f"threshold on {score}")
     ax.set_ylabel("FPR on non-members")
     ax.legend()
-    return fig
+    return caption(fig, f"False positive rate on non-members vs the threshold on {score}, one line per tiny-model "
+                        f"size; {n_text(fpr, 'non-members')}.")
 
 
 def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], sources: Sequence[str],
@@ -93,7 +112,11 @@ def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], 
         ax.set_title(model)
     axes[0][0].set_ylabel("sensitivity (max adjacent falloff)")
     axes[0][0].legend(fontsize=8)
-    return fig
+    counts = df.groupby(["model", "task_kind", "source"]).size() if len(df) else None
+    n = (f"n = {int(counts.min())}–{int(counts.max())} documents per box" if counts is not None and len(counts)
+         else "no documents")
+    return caption(fig, "PEARL sensitivity per source and task (boxes and points), one panel per model; dashed: the "
+                        f"α calibrated on the domain's known-unseen source at the FPR nearest 0.1; {n}.")
 
 
 def mia_vs_pearl(table4):
@@ -110,4 +133,5 @@ def mia_vs_pearl(table4):
     ax.set_xlabel("fine-tuning epoch")
     ax.set_ylabel("% flagged (thresholds fixed once)")
     ax.legend(fontsize=8)
-    return fig
+    return caption(fig, "Share of members and non-members flagged per fine-tuning epoch by the perplexity MIA and by "
+                        f"PEARL, thresholds fixed once at the first epoch; {n_text(table4)}.")

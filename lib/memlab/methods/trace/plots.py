@@ -19,6 +19,9 @@ def stage_metrics(summary):
                 ax.plot(g.stage, g[m], marker="o", label=setting)
             ax.set_title(f"corpus {c}: {m}", fontsize=9)
     axes[0][0].legend()
+    fig.set_label("SimpleTrace metrics (ALS, FMR, NVR) of each training stage's generations, one line per prompt "
+                  "setting, corpus A (top) and B (bottom); each point averages the stage's prompts of that setting "
+                  "(params.n_prompts per corpus).")
     return fig
 
 
@@ -34,6 +37,8 @@ def stage_propensity(prop):
         ax.axhline(0.5, color="grey", lw=0.8, ls="--")
         ax.set_title(f"corpus {c}: propensity", fontsize=9)
     axes[0].legend(fontsize=7)
+    fig.set_label("FMR and NVR propensity (non-adversarial over adversarial rate, with ε) per training stage and "
+                  "prompt setting, one panel per corpus; dashed: 0.5, propensity equal to capability.")
     return fig
 
 
@@ -53,6 +58,8 @@ def stage_span_lengths(spans, stages: Sequence[str]):
             ax.set_title(f"{c} · {st}", fontsize=9)
             ax.set_yscale("log")
     axes[0][0].legend(fontsize=7)
+    fig.set_label(f"Lengths (tokens) of the rarest spans SimpleTrace keeps, per corpus (rows) and stage (columns), "
+                  f"one colour per prompt setting, log counts; n = {len(spans)} spans in all.")
     return fig
 
 
@@ -72,4 +79,6 @@ def span_lengths(spans, groups: Sequence[tuple[str, str]]):
         ax.set_yscale("log")
     axes[0][0].set_ylabel("kept spans")
     axes[0][0].legend()
+    fig.set_label(f"Lengths (tokens) of the rarest spans SimpleTrace keeps, per model and corpus, one colour per "
+                  f"prompt setting, log counts; n = {len(spans)} spans in all.")
     return fig

@@ -1,0 +1,3 @@
+from memlab.site.build import main
+
+main()

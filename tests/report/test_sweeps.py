@@ -1,0 +1,107 @@
+"""Sweeps as results (memlab.sweeps): synthetic run folders at the keys the runner gives a sweep's points; the
+summary table has one row per point (a missing point marked), the figure draws each claim's value with its
+interval vs the swept key, and the report site shows the sweep with its table as a page."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from memlab.run import run_key
+from memlab.sweeps import expand, summarize, sweep_id
+
+OVERRIDES = ["experiment=pearl_mia", "params.target_fpr=0.05,0.1,0.2", "params.min_k=0.1,0.2"]
+
+
+def _point(results: Path, point: list[str], value: float) -> None:
+    folder = results / "pearl_mia" / run_key(point)
+    (folder / "tables").mkdir(parents=True)
+    (folder / "metrics.json").write_text(json.dumps({"auc": value, "constant": 1.0, "verdict/c1": "reproduced"}))
+    with (folder / "tables" / "comparison.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["claim_id", "our_value", "ci_low", "ci_high", "verdict"])
+        w.writerow(["c1", value, value - 0.05, value + 0.05, "reproduced" if value > 0.5 else "inconclusive"])
+
+
+@pytest.fixture()
+def swept(tmp_path):
+    results = tmp_path / "results"
+    _, points = expand(OVERRIDES)
+    for i, point in enumerate(points[:-1]):  # the last point "failed": no folder
+        _point(results, point, 0.3 + 0.1 * i)
+    return results, points
+
+
+def test_expand_is_hydras_product():
+    swept, points = expand(OVERRIDES)
+    assert swept == {"params.target_fpr": ["0.05", "0.1", "0.2"], "params.min_k": ["0.1", "0.2"]}
+    assert len(points) == 6 and all(p[0] == "experiment=pearl_mia" for p in points)
+    assert sweep_id(OVERRIDES) == "params.min_k=0.1,0.2__params.target_fpr=0.05,0.1,0.2"
+
+
+def test_summary_table_figure_and_meta(swept):
+    results, points = swept
+    out = summarize(results, "pearl_mia", OVERRIDES)
+    assert out == results / "pearl_mia" / "sweeps" / sweep_id(OVERRIDES)
+    table = pd.read_csv(out / "sweep.csv")
+    assert list(table["run_key"]) == [run_key(p) for p in points]
+    assert list(table["ran"]) == [True] * 5 + [False]
+    assert table.loc[0, "auc"] == pytest.approx(0.3) and table.loc[4, "c1/verdict"] == "reproduced"
+    assert table.loc[0, "c1/ci_high"] == pytest.approx(0.35)
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["points"] == 6 and meta["missing"] == 1 and "degenerate" not in meta
+    assert meta["caption"].startswith("each claim's value (band: its 95 % interval) vs params.target_fpr")
+    assert (out / "sweep.png").stat().st_size > 1000
+
+
+def test_site_shows_the_sweep(swept, tmp_path):
+    from memlab.site import build
+
+    results, _ = swept
+    summarize(results, "pearl_mia", OVERRIDES)
+    index, _, _ = build(results, tmp_path / "site" / "report")
+    html = index.read_text()
+    sid = sweep_id(OVERRIDES)
+    assert f'id="sweep-pearl_mia-{sid}"' in html and "sweep.png" in html
+    page = index.parent / "pearl_mia" / "sweeps" / sid / "sweep.html"
+    assert page.read_text().count("<tr>") == 1 + 6  # header + one row per point
+
+
+def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
+    from memlab.sweeps import write_sweeps
+
+    results = tmp_path / "results"
+    overrides = [*OVERRIDES, f"paths.results={results}", "hydra/launcher=basic"]
+    _, points = expand(overrides)
+    for i, point in enumerate(points):
+        _point(results, point, 0.3 + 0.1 * i)
+    (out,) = write_sweeps(overrides)
+    assert out == results / "pearl_mia" / "sweeps" / sweep_id(OVERRIDES)
+    assert json.loads((out / "sweep.json").read_text())["missing"] == 0
+    assert "memlab: sweep summary in" in capsys.readouterr().err
+    assert write_sweeps(["experiment=pearl_mia", "params.min_k=0.1"]) == []  # one point: no sweep
+
+
+def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_family):
+    """`python -m memlab.run -m` on the demo with a micro zoo (two points): the summary finds both run folders,
+    so its keys are the runner's."""
+    import subprocess
+    import sys
+
+    zoo = zoo_builder(tmp_path / "zoo", two_chapter_family)
+    results = tmp_path / "results"
+    args = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "params.family=micro",
+            f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={results}",
+            f"paths.cache={zoo / 'cache'}", "logger=null", "params.n_probes=6", "params.prefix_len=8",
+            "params.cont_len=8", "params.sizes=[xs]", "params.epochs=[1,2]", "params.epoch_every=1",
+            "seed=0,1"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (folder,) = (results / "memorization_curve" / "sweeps").iterdir()
+    table = pd.read_csv(folder / "sweep.csv")
+    assert list(table["seed"]) == [0, 1] and table["ran"].all()
+    assert (folder / "sweep.png").exists() and "memlab: sweep summary in" in r.stderr
