@@ -8,6 +8,7 @@ import platform
 import time
 from pathlib import Path
 
+from memlab.summary import lock_stamp
 from memlab.site import provenance
 from memlab.site.data import Checkout, Run, dvc_hashes, iso
 from memlab.site.markup import (VERDICT_CLASS, VERDICT_ORDER, duration, e, href, num, rows_table, shell,
@@ -190,8 +191,25 @@ def checkout_text(checkout: Checkout) -> str:
     return f"dirty: uncommitted changes to {files}"
 
 
+def numeric_paths(runs: list[Run]) -> str:
+    """The numeric path(s) the runs computed on (their run.json): profile, kernels, CPU and instruction sets."""
+    import json
+
+    seen = set()
+    for r in runs:
+        info = r.folder / "run.json" if r.folder is not None else None
+        num = json.loads(info.read_text()).get("numerics") if info is not None and info.exists() else None
+        if isinstance(num, dict) and "profile" in num:
+            seen.add(f"{num['profile']} — kernels {num.get('kernels')}; CPU {num.get('cpu')} "
+                     f"[{', '.join(num.get('isa') or [])}]")
+        else:
+            seen.add("not recorded (a run older than conf/numerics)")
+    return "; ".join(sorted(seen)) or "no runs"
+
+
 def environment_section(root: Path, runs: list[Run], checkout: Checkout) -> str:
     rows = [("git commit", checkout.commit), ("working tree", checkout_text(checkout)),
+            ("dvc.lock", lock_stamp(root)), ("numeric path (as the runs record it)", numeric_paths(runs)),
             ("report built", when(iso(time.time()))),
             ("Python (report builder)", f"{platform.python_version()} ({platform.python_implementation()})"),
             *((f"{name} (report builder)", v) for name, v in package_versions().items()),
