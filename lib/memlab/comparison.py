@@ -128,6 +128,11 @@ def untestable(setting: str, why: str, command: str) -> Finding:
     return Finding(None, None, setting, "not testable here", f"{why}; test it with: {command}")
 
 
+def full_command(experiment: str) -> str:
+    """The command line that runs ``experiment`` at the patient profile (conf/scale/<experiment>_full.yaml)."""
+    return f"python -m memlab.run experiment={experiment} profile=full"
+
+
 def rule_text(claim_id: str) -> str:
     """The rule's docstring's first paragraph, on one line: its hypothesis and decision."""
     doc = inspect.getdoc(RULES[claim_id]) or ""
@@ -144,7 +149,11 @@ def load_claims(experiment: str | None = None, kind: str | None = None) -> list[
     """Every claim in conf/paper/*.yaml (of ``experiment`` / of ``kind`` only, when given), in file order."""
     out: list[Claim] = []
     for path in sorted(paper_dir().glob("*.yaml")):
-        for c in (yaml.safe_load(path.read_text()) or {}).get("claims", []):
+        try:
+            entries = (yaml.safe_load(path.read_text()) or {}).get("claims", [])
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
+        for c in entries:
             try:
                 claim = Claim(**{**c, "deviations": tuple(c.get("deviations") or ())})
             except TypeError as err:
