@@ -251,7 +251,7 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     (Fig. 6); decided on the 95 % Wilson interval of that share. Not testable when the run allowed one round or
     the loop improved no event (nothing to split between rounds). Member events only. Our value: that share."""
     wide, dropped = _member_events(res)
-    cmd = "python -m memlab.run experiment=recap_feedback method.recap.max_rounds=3 profile=full"
+    cmd = "python -m memlab.run experiment=recap_feedback method.recap.max_rounds=5 profile=full"
     if wide is None:
         return untestable("no member event below the stop score", "no event entered the feedback loop", cmd)
     max_round = int(wide.columns.max())
