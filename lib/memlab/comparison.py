@@ -114,6 +114,14 @@ def decide(ci: tuple[float, float] | None, threshold: float = 0.0, direction: st
     raise ValueError(f"direction must be 'above' or 'below', got {direction!r}")
 
 
+def guard(verdict: str, p_value: float | None, level: float = 1 - ALPHA) -> str:
+    """A bootstrap interval's verdict, kept only when the test of no difference agrees (p below 1 − level): with
+    few units a percentile interval can exclude 0 when no permutation of the data could."""
+    if verdict in ("reproduced", "contradicted") and p_value is not None and p_value >= 1 - level:
+        return "inconclusive"
+    return verdict
+
+
 def combine(verdicts: list[str]) -> str:
     """One claim made of several tests that must all hold: contradicted if any test is, reproduced if all are."""
     if not verdicts:

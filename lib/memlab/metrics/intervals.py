@@ -7,7 +7,11 @@
 * :func:`paired_sign`        exact interval for paired binary outcomes: the share b / (b + c) of discordant pairs
                              that moved in the claim's direction (McNemar's exact test), and its two-sided p
 * :func:`permutation_diff`   two-sided permutation p of mean(a) − mean(b) (independent groups, seeded)
+* :func:`sign_flip_p`        two-sided sign-flip permutation p of mean(d) = 0 for paired differences (exact for
+                             n <= 16, seeded Monte Carlo above): with few units no bootstrap can claim more
 * :func:`quantile_ci`        percentile interval of bootstrap draws at a given level
+* :func:`expanded_level`     the level at which a percentile bootstrap over n units covers like a t interval
+                             (the expanded percentile interval: plain percentiles undercover on few units)
 * :func:`bonferroni_level`   the per-test level for k tests at family-wise ``alpha``; :func:`holm` adjusts p-values
 * :func:`n_to_decide`        the n at which an interval of the observed half-width would exclude a threshold
 * :func:`wilson_n_to_decide` the same for a proportion, by search on the Wilson interval
@@ -22,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["wilson", "clopper_pearson", "mover_contrast", "paired_sign", "permutation_diff", "quantile_ci",
-           "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
+__all__ = ["wilson", "clopper_pearson", "mover_contrast", "paired_sign", "permutation_diff", "sign_flip_p", "quantile_ci",
+           "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
 
 
 def z_of(level: float) -> float:
@@ -108,6 +112,21 @@ def permutation_diff(a: Sequence[float], b: Sequence[float], *, n_resamples: int
     return (hits + 1) / (int(n_resamples) + 1)
 
 
+def sign_flip_p(d: Sequence[float], *, n_resamples: int, seed: int) -> float:
+    """Two-sided p of mean(d) = 0 under random signs of the paired differences ``d`` (all 2^n sign patterns when
+    n <= 16, else ``n_resamples`` seeded draws; the observed pattern counts)."""
+    x = np.asarray(d, float)
+    if x.size == 0:
+        raise ValueError("a sign-flip test needs at least one difference")
+    obs = abs(x.mean())
+    if x.size <= 16:
+        signs = 1 - 2 * ((np.arange(2 ** x.size)[:, None] >> np.arange(x.size)) & 1)
+        return float(np.mean(np.abs((signs * x).mean(axis=1)) >= obs - 1e-12))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(int(n_resamples), x.size))
+    return float((np.sum(np.abs((signs * x).mean(axis=1)) >= obs - 1e-12) + 1) / (int(n_resamples) + 1))
+
+
 def quantile_ci(draws: Sequence[float], level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of bootstrap draws (non-finite draws dropped)."""
     d = np.asarray(draws, float)
@@ -116,6 +135,18 @@ def quantile_ci(draws: Sequence[float], level: float = 0.95) -> tuple[float, flo
         raise ValueError("no finite bootstrap draws")
     lo, hi = np.quantile(d, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
+
+
+def expanded_level(level: float, n: int) -> float:
+    """Percentile level giving a bootstrap over ``n`` units the width of a Student-t interval: the normal
+    quantile z' = √(n / (n − 1)) · t_{n−1} replaces z (Hesterberg's expanded percentile interval). n = 2 gives
+    (nearly) the whole range of the draws. Raises for n < 2: one unit has no spread to resample."""
+    from scipy.stats import norm, t
+
+    if n < 2:
+        raise ValueError(f"an interval needs at least 2 units, got {n}")
+    z = math.sqrt(n / (n - 1)) * float(t.ppf(1 - (1 - level) / 2, n - 1))
+    return min(float(1 - 2 * norm.sf(z)), 1 - 1e-9)
 
 
 def bonferroni_level(k: int, alpha: float = 0.05) -> float:

@@ -24,7 +24,12 @@ def _paired_rise(before, after, level: float):
     s, lo, hi, p = paired_sign(up, down, level)
     k = (up + down) / n if n else 0.0
     rise, ci = (up - down) / n if n else 0.0, (k * (2 * lo - 1), k * (2 * hi - 1))
-    return rise, ci, p, decide((lo, hi), 0.5), n_to_decide(s, (lo, hi), up + down, 0.5)
+    return rise, ci, p, decide((lo, hi), 0.5), _docs(n_to_decide(s, (lo, hi), up + down, 0.5), n, up + down)
+
+
+def _docs(discordant_needed: int | None, n: int, discordant: int) -> int | None:
+    """Discordant pairs needed → documents needed, at the observed share of discordant documents."""
+    return -(-discordant_needed * n // discordant) if discordant_needed and discordant else None
 
 
 @rule("pearl_epochs_members_vs_nonmembers")
@@ -59,11 +64,11 @@ def members_grow(res, c: Claim) -> Finding:
     rise, ci, p, v1, need = _paired_rise((mem[first] > TAU).to_numpy(), (mem[last] > TAU).to_numpy(), level)
     km, kn = int((mem[last] > TAU).sum()), int((non[last] > TAU).sum())
     est, lo, hi = mover_contrast(km, len(mem), kn, len(non), level=level)
-    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips", combine([v1, decide((lo, hi))]),
+    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members", combine([v1, decide((lo, hi))]),
                    f"members flagged {float((mem[first] > TAU).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
                    f"non-members at the last epoch {kn}/{len(non)}; member − non-member {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                    statistic="change in the share of members flagged, first → last epoch (exact, 97.5 %)",
-                   p_value=p, our_n=len(mem) + len(non), n_needed=need)
+                   p_value=p, our_n=len(mem), n_needed=need)
 
 
 @rule("pearl_sizes_grow_with_size")
@@ -174,7 +179,8 @@ def task_dependence(res, c: Claim) -> Finding:
                    f"completion only {comp_only}, summarization only {summ_only}, both {int(t.both.sum())}; share "
                    f"completion-only among discordant {s:.2f} [{lo:.2f}, {hi:.2f}]",
                    statistic="documents flagged under both tasks; decided on the exact sign test", p_value=p,
-                   our_n=int(t.n.sum()), n_needed=n_to_decide(s, (lo, hi), comp_only + summ_only, 0.5))
+                   our_n=int(t.n.sum()), n_needed=_docs(n_to_decide(s, (lo, hi), comp_only + summ_only, 0.5),
+                                                        int(t.n.sum()), comp_only + summ_only))
 
 
 @rule("pearl_acr_overlap")

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, rule, untestable
+from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, rule, untestable
 from memlab.metrics.bootstrap import resample_indices
-from memlab.metrics.intervals import bonferroni_level, n_to_decide, quantile_ci, wilson, wilson_n_to_decide
+from memlab.metrics.intervals import (bonferroni_level, expanded_level, n_to_decide, permutation_diff, quantile_ci,
+                                      sign_flip_p, wilson, wilson_n_to_decide)
 
 METHODS = ("prefix", "dsp", "dsp_jb", "recap")
 NAMES = {"prefix": "Prefix-Probing", "dsp": "DSP", "dsp_jb": "DSP + Jailbreak", "recap": "RECAP"}
@@ -43,8 +44,14 @@ def _resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.nda
     return np.concatenate(out)
 
 
-def _ci(stats: np.ndarray, level: float = 1 - ALPHA) -> tuple[float, float]:
-    return quantile_ci(stats, level)
+def _ci(stats: np.ndarray, level: float = 1 - ALPHA, units: int | None = None) -> tuple[float, float]:
+    """Percentile interval of bootstrap draws; with ``units`` (books resampled per target) the expanded percentile
+    interval, so that few books give a wide interval rather than a falsely narrow one."""
+    return quantile_ci(stats, expanded_level(level, max(2, units)) if units else level)
+
+
+def _units(n_pairs: int, targets) -> int:
+    return max(1, n_pairs // max(1, len(targets)))
 
 
 def nonmember_rows(books) -> "np.ndarray":
@@ -62,15 +69,8 @@ def nonmember_rows(books) -> "np.ndarray":
     return held
 
 
-def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_only: bool = False,
-           target: str | None = None):
-    """Table 3 "Avg." of ``methods`` on ``category``, as the study computes it: for each target, its books are
-    resampled ``bootstrap_resamples`` times with ``resample_indices(n_books, B, seed)`` (the same indices for every
-    method: paired), each resample's per-target means are averaged over targets. Returns the (B × methods) matrix of
-    resampled averages — its column means are Table 3's "Avg." row — the targets and the number of (target, book)
-    pairs; None when no target has books scored by every method. ``members_only`` drops books known to be outside
-    a target's training set (:func:`nonmember_rows`: the tiny model's held-out KJV books), so a target's members
-    and non-members are never pooled."""
+def _scores(res, category: str, methods=METHODS, members_only: bool = False, target: str | None = None):
+    """(target, book) × method ROUGE-L of ``category`` (books scored by every method), or None."""
     books = res.tables.get("book_scores")
     if books is None or not len(books):
         return None
@@ -83,7 +83,27 @@ def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_on
         return None
     wide = sub.pivot_table(index=["target", "book"], columns="method", values="rouge_l", aggfunc="mean")
     wide = wide.reindex(columns=list(methods)).dropna()
-    if wide.empty:
+    return None if wide.empty else wide
+
+
+def _paired_p(res, category: str, a: str, b: str) -> float:
+    """Sign-flip p of the per-(target, book) differences a − b on ``category``."""
+    w = _scores(res, category, (a, b))
+    seed, B = _seed(res)
+    return sign_flip_p((w[a] - w[b]).to_numpy(float), n_resamples=B, seed=seed)
+
+
+def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_only: bool = False,
+           target: str | None = None):
+    """Table 3 "Avg." of ``methods`` on ``category``, as the study computes it: for each target, its books are
+    resampled ``bootstrap_resamples`` times with ``resample_indices(n_books, B, seed)`` (the same indices for every
+    method: paired), each resample's per-target means are averaged over targets. Returns the (B × methods) matrix of
+    resampled averages — its column means are Table 3's "Avg." row — the targets and the number of (target, book)
+    pairs; None when no target has books scored by every method. ``members_only`` drops books known to be outside
+    a target's training set (:func:`nonmember_rows`: the tiny model's held-out KJV books), so a target's members
+    and non-members are never pooled."""
+    wide = _scores(res, category, methods, members_only, target)
+    if wide is None:
         return None
     seed, B = _seed(res)
     targets = list(dict.fromkeys(wide.index.get_level_values("target")))
@@ -108,7 +128,7 @@ def _copyright_pair(res, a: str, b: str):
         return untestable("no copyright-category books", NO_BOOKS.format("copyright"), full_command("recap_table3"))
     stats, targets, n = p
     draws = {m: stats[:, k] for k, m in enumerate(METHODS)}
-    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, _ci(draws[a] - draws[b])
+    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, _ci(draws[a] - draws[b], units=_units(n, targets))
 
 
 def _need(d: float, ci: tuple[float, float], n: int, verdict: str) -> int | None:
@@ -130,16 +150,17 @@ def t3_order(res, claim: Claim) -> Finding:
         return got
     point, draws, targets, n, _ = got
     level = bonferroni_level(3, ALPHA)
-    steps = [(a, b, point[a] - point[b], _ci(draws[a] - draws[b], level))
+    steps = [(a, b, point[a] - point[b], _ci(draws[a] - draws[b], level, _units(n, targets)))
              for a, b in (("recap", "dsp_jb"), ("dsp_jb", "dsp"), ("dsp", "prefix"))]
-    verdicts = [decide(ci) for *_, ci in steps]
+    ps = [_paired_p(res, "copyrighted", a, b) for a, b, *_ in steps]
+    verdicts = [guard(decide(ci), p, level) for (*_, ci), p in zip(steps, ps)]
     seen = " vs ".join(f"{NAMES[m]} {point[m]:.3f}" for m in reversed(METHODS))
     why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
                                   for a, b, d, ci in steps)
     needs = [_need(d, ci, n, v) for (_, _, d, ci), v in zip(steps, verdicts)]
-    return Finding(point["recap"], _ci(draws["recap"]), _setting(res, targets, "copyrighted", n),
+    return Finding(point["recap"], _ci(draws["recap"], units=_units(n, targets)), _setting(res, targets, "copyrighted", n),
                    combine(verdicts), why, statistic="RECAP's copyright-category average ROUGE-L (bootstrap mean)",
-                   our_n=n, n_needed=max((x for x in needs if x), default=None))
+                   p_value=max(ps), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
 
 @rule("recap_t3_jailbreak_gain")
@@ -167,9 +188,10 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
         return untestable(setting, f"our targets refused none of the DSP prompts, so the jailbreak never fires "
                           f"({seen})", "python -m memlab.run experiment=recap_table3 with a target that refuses "
                           "(an aligned chat model, e.g. model=<served chat preset>)")
-    v = decide((d_lo, d_hi))
-    return Finding(gain, _ci(rel) if np.isfinite(rel).any() else None, setting, v, seen,
-                   statistic="relative gain (DSP + JB − DSP) / DSP; decided on the paired difference", our_n=n,
+    p = _paired_p(res, "copyrighted", "dsp_jb", "dsp")
+    v = guard(decide((d_lo, d_hi)), p)
+    return Finding(gain, _ci(rel, units=_units(n, targets)) if np.isfinite(rel).any() else None, setting, v, seen,
+                   statistic="relative gain (DSP + JB − DSP) / DSP; decided on the paired difference", p_value=p, our_n=n,
                    n_needed=_need(d, (d_lo, d_hi), n, v))
 
 
@@ -195,19 +217,23 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
         cop = _panel(res, "copyrighted", ("recap",), seed_offset=1, target=t)
         if pub is not None and cop is not None:
             d = pub[0][:, 0] - cop[0][:, 0]
-            out[t] = (float(d.mean()), _ci(d, level), pub[2] + cop[2])
+            seed, B = _seed(res)
+            p = permutation_diff(_scores(res, "public_domain", ("recap",), target=t)["recap"],
+                                 _scores(res, "copyrighted", ("recap",), target=t)["recap"], n_resamples=B, seed=seed)
+            out[t] = (float(d.mean()), _ci(d, level, min(pub[2], cop[2])), pub[2] + cop[2], p)
     if not out:
         return untestable("missing a category", NO_BOOKS.format("public-domain or copyright"),
                           full_command("recap_table3"))
-    verdicts = [decide(ci) for _, ci, _ in out.values()]
-    n = sum(k for *_, k in out.values())
-    why = "; ".join(f"{t}: public − copyright {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]" for t, (d, ci, _) in out.items())
+    verdicts = [guard(decide(ci), p, level) for _, ci, _, p in out.values()]
+    n = sum(k for _, _, k, _ in out.values())
+    why = "; ".join(f"{t}: public − copyright {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}], permutation p {p:.3g}"
+                    for t, (d, ci, _, p) in out.items())
     why += f"; left out (one category in training): {', '.join(sorted(known))}" if known else ""
-    needs = [_need(d, ci, k, v) for (d, ci, k), v in zip(out.values(), verdicts)]
+    needs = [_need(d, ci, k, v) for (d, ci, k, _), v in zip(out.values(), verdicts)]
     return Finding(float(np.mean([d for d, *_ in out.values()])), None,
                    _setting(res, list(out), "public_domain", n, "vs copyright category (stand-in: licence texts)"),
                    combine(verdicts), why, statistic="RECAP public-domain − copyright-category average ROUGE-L, mean "
-                   "over judged targets; decided per target", our_n=n, n_needed=max((x for x in needs if x), default=None))
+                   "over judged targets; decided per target", p_value=max(p for *_, p in out.values()), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
 
 @rule("recap_gain_over_dsp")
@@ -222,12 +248,13 @@ def gain_over_dsp(res, claim: Claim) -> Finding:
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = (draws["recap"] - draws["dsp"]) / draws["dsp"]
     d = point["recap"] - point["dsp"]
-    v = decide((lo, hi))
-    return Finding(d / point["dsp"] if point["dsp"] > 0 else None, _ci(rel) if np.isfinite(rel).any() else None,
+    p = _paired_p(res, "copyrighted", "recap", "dsp")
+    v = guard(decide((lo, hi)), p)
+    return Finding(d / point["dsp"] if point["dsp"] > 0 else None, _ci(rel, units=_units(n, targets)) if np.isfinite(rel).any() else None,
                    _setting(res, targets, "copyrighted", n), v,
                    f"not GPT-4.1: DSP {point['dsp']:.3f} → RECAP {point['recap']:.3f}; difference {d:+.3f} "
                    f"[{lo:+.3f}, {hi:+.3f}]", statistic="relative gain (RECAP − DSP) / DSP; decided on the paired "
-                   "difference", our_n=n, n_needed=_need(d, (lo, hi), n, v))
+                   "difference", p_value=p, our_n=n, n_needed=_need(d, (lo, hi), n, v))
 
 
 # -- the feedback loop -------------------------------------------------------------------------------------------
@@ -242,7 +269,8 @@ def _member_events(res):
     g = g[~held]
     if g.empty:
         return None, dropped
-    return g.pivot_table(index=["target", "event"], columns="round", values="gain", aggfunc="first"), dropped
+    wide = g.pivot_table(index=["target", "event"], columns="round", values="gain", aggfunc="first")
+    return wide.ffill(axis=1), dropped   # an event that stopped after round r keeps its round-r gain
 
 
 @rule("recap_feedback_one_round")
@@ -292,19 +320,26 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
     g_nt = nt[0][:, 1] - nt[0][:, 0]
     setting = _setting(res, nt[1], "non_training", nt[2], f"passages: 40 tokens, ≤ {tol} mismatches")
     worst = int(books[(books.category == "non_training") & (books.method == "recap")][f"passages_m{tol}"].max())
-    tr_ci = _ci(g_tr)
+    units = min([_units(p[2], p[1]) for p in tr] + [_units(nt[2], nt[1])])
+    tr_ci = _ci(g_tr, units=units)
     if tr_ci[0] <= 0:
         return untestable(setting, f"no positive control: the loop's gain on training books {g_tr.mean():+.3f} "
                           f"[{tr_ci[0]:+.3f}, {tr_ci[1]:+.3f}] is not above 0", full_command("recap_feedback"))
     d = g_tr - g_nt
-    ci = _ci(d)
-    v = decide(ci)
+    ci = _ci(d, units=units)
+    per_book = [w["recap"] - w["dsp_jb"] for c in train
+                if (w := _scores(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
+    w_nt = _scores(res, "non_training", ("dsp_jb", "recap"))
+    seed, B = _seed(res)
+    p = permutation_diff(np.concatenate([x.to_numpy(float) for x in per_book]),
+                         (w_nt["recap"] - w_nt["dsp_jb"]).to_numpy(float), n_resamples=B, seed=seed)
+    v = guard(decide(ci), p)
     n = nt[2] + sum(p[2] for p in tr)
     return Finding(float(worst), None, setting, v,
                    f"gain on training books {g_tr.mean():+.3f}, on non-training books {g_nt.mean():+.3f}; difference "
                    f"{d.mean():+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; at most {worst} RECAP passage(s) per non-training "
                    f"book", statistic="most RECAP passages on a non-training book and target; decided on training "
-                   "gain − non-training gain", our_n=n, n_needed=_need(float(d.mean()), ci, n, v))
+                   "gain − non-training gain", p_value=p, our_n=n, n_needed=_need(float(d.mean()), ci, n, v))
 
 
 def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
@@ -346,7 +381,8 @@ def filter_hybrid(res, claim: Claim) -> Finding:
     draws = _frontier_areas(ev, thresholds, np.concatenate(list(resample_indices(len(ev), B, seed))))
     d = draws["hybrid"] - np.maximum(draws["rouge_l"], draws["cosine"])
     est = float(point["hybrid"][0] - max(point["rouge_l"][0], point["cosine"][0]))
-    ci, v = _ci(d), decide(_ci(d))
+    ci = _ci(d, units=len(ev))
+    v = decide(ci)
     h = tr[tr.signal == "hybrid"]
     mid = h.iloc[(h.queries_saved - 0.5).abs().argmin()]
     return Finding(float(mid.rouge_l_filtered), None, f"oracle filter on {len(ev)} RECAP events; thresholds "

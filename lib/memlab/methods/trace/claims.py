@@ -17,7 +17,7 @@ import numpy as np
 
 from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, rule, untestable
 from memlab.metrics.bootstrap import paired_bootstrap, resample_indices
-from memlab.metrics.intervals import bonferroni_level, mover_contrast, n_to_decide, quantile_ci
+from memlab.metrics.intervals import bonferroni_level, expanded_level, mover_contrast, n_to_decide, quantile_ci
 
 B = 1000
 METRIC = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
@@ -34,8 +34,9 @@ def _means(x, seed: int) -> np.ndarray:
     return np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(len(x), B, seed)])
 
 
-def _ci(stats, level: float = 1 - ALPHA) -> tuple[float, float]:
-    return quantile_ci(stats, level)
+def _ci(stats, level: float = 1 - ALPHA, units: int | None = None) -> tuple[float, float]:
+    """Percentile interval of bootstrap draws; with ``units`` (resampled units) the expanded percentile interval."""
+    return quantile_ci(stats, expanded_level(level, max(2, units)) if units else level)
 
 
 def _fmt(ci) -> str:
@@ -136,7 +137,8 @@ def _gaps(res, metric: str, level: float):
         return None
     m, diffs, bp = got
     n = len(g)
-    return m, {s: (m["prefix"] - m[s], _ci(d, level), decide(_ci(d, level)), n) for s, d in diffs.items()}, bp
+    k = int(g.groupby("setting").size().min())
+    return m, {s: (m["prefix"] - m[s], _ci(d, level, k), decide(_ci(d, level, k)), n) for s, d in diffs.items()}, bp
 
 
 def _needed(tests) -> int | None:
@@ -157,7 +159,7 @@ def t1_als(res, claim: Claim) -> Finding:
     g, name = _tiny(res)
     why = (f"ALS prefix {m['prefix']:.2f} vs generic {m['generic']:.2f} vs specific {m['specific']:.2f}; "
            + "; ".join(f"prefix − {s} {d:+.2f} {_fmt(ci)}" for s, (d, ci, _, _) in tests.items()))
-    return Finding(m["prefix"], _ci(bp), _setting_tiny(name, g), combine([t[2] for t in tests.values()]),
+    return Finding(m["prefix"], _ci(bp, units=int(g.groupby("setting").size().min())), _setting_tiny(name, g), combine([t[2] for t in tests.values()]),
                    why + _external_note(res, "ALS"), statistic="prefix ALS in tokens (bootstrap 95 %)", our_n=len(g),
                    n_needed=_needed(tests.values()))
 
@@ -238,8 +240,9 @@ def _stages_setting(res) -> str:
 
 
 def _paired(a, b, seed, level: float = 1 - ALPHA):
-    """Paired bootstrap of mean(a) − mean(b) (the same prompts at two stages): (difference, interval)."""
-    r = paired_bootstrap(a, b, n_resamples=B, seed=seed, ci=level)
+    """Paired bootstrap of mean(a) − mean(b) (the same prompts at two stages): (difference, expanded percentile
+    interval)."""
+    r = paired_bootstrap(a, b, n_resamples=B, seed=seed, ci=expanded_level(level, max(2, len(a))))
     return r.diff.estimate, (r.diff.ci_low, r.diff.ci_high)
 
 
