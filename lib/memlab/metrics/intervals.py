@@ -109,7 +109,7 @@ def permutation_diff(a: Sequence[float], b: Sequence[float], *, n_resamples: int
     for _ in range(int(n_resamples)):
         p = rng.permutation(pooled)
         hits += abs(p[:x.size].mean() - p[x.size:].mean()) >= obs - 1e-12
-    return (hits + 1) / (int(n_resamples) + 1)
+    return float((hits + 1) / (int(n_resamples) + 1))
 
 
 def sign_flip_p(d: Sequence[float], *, n_resamples: int, seed: int) -> float:
