@@ -27,8 +27,8 @@ CATEGORY = {"public_domain": "public-domain", "copyrighted": "copyright-category
 
 # -- helpers ----------------------------------------------------------------------------------------------------
 def _seed(res) -> tuple[int, int]:
-    m = res.metrics
-    return int(m.get("bootstrap_seed", 0) or 0), int(m.get("bootstrap_resamples", 1000) or 1000)
+    """The run's bootstrap seed and resamples (written by the study from the typed config; no fallback)."""
+    return int(res.metrics["bootstrap_seed"]), int(res.metrics["bootstrap_resamples"])
 
 
 def _resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.ndarray:

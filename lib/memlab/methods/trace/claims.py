@@ -25,7 +25,7 @@ ORDINARY = ("generic", "specific")
 
 
 def _seed(res) -> int:
-    return int(res.metrics.get("seed", 0) or 0)
+    return int(res.metrics["seed"])   # the config seed, written by the study (no fallback)
 
 
 def _means(x, seed: int) -> np.ndarray:
