@@ -78,6 +78,7 @@ def grows_with_size(res, c: Claim) -> Finding:
     interval is above no change, contradicted iff some step's interval is below (a significant decrease); ties
     never pass. Our value: members flagged by the largest / the smallest size (Table 2: 259 / 110 = 2.35)."""
     df = res.tables["pearl_scores"]
+    df = df[df.kind == "bitflip"] if "kind" in df.columns else df
     sizes = list(dict.fromkeys(df["size"]))
     mem = df[df.split == "member"].pivot_table(index="doc_id", columns="size", values="sensitivity")
     flags = {s: (mem[s] > TAU).to_numpy() for s in sizes}
