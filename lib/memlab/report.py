@@ -159,6 +159,7 @@ class Report:
 
         if load_claims(self.experiment, kind="sanity"):  # checks of our setup, apart from the claims (issue 27)
             result.tables = {"sanity": sanity_table(self.experiment, result), **result.tables}
+            result.shown = ["sanity", *result.shown]
         if load_claims(self.experiment, kind="claim"):
             cmp = comparison_table(self.experiment, result, profile=(self.cfg.get("profile") or {}).get("name"))
             result.tables = {"comparison": cmp, **result.tables}
