@@ -63,3 +63,19 @@ def test_sanity_check_passes_and_fails(check_id):
 
 def test_verdict_vocabulary():
     assert VERDICTS == ("reproduced", "contradicted", "inconclusive", "not testable here")
+
+
+def test_report_writes_sanity_checks_apart_from_claims(tmp_path):
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    from memlab.config import compose
+    from memlab.report import Report
+
+    cfg = OmegaConf.to_container(compose("trace_validation", ["logger=null"]), resolve=True)
+    cfg["run"] = {"key": "t", "out_dir": str(tmp_path / "run")}
+    Report(cfg, experiment="trace_validation").save(INPUTS["propme_t5_pass_rate"]("for"))
+    tables = tmp_path / "run" / "tables"
+    sanity = pd.read_csv(tables / "sanity.csv")
+    assert set(sanity.check_id) == {"propme_t5_pass_rate", "propme_t5_retrieval"} and sanity.passed.all()
+    assert not (tables / "comparison.csv").exists()     # tracer validation is no claim of the paper's to count
