@@ -160,8 +160,10 @@ def code_over_unseen(res, c: Claim) -> Finding:
     return Finding(k / n, wilson(k, n), f"{', '.join(models)}; completion, {col.split('>')[1]}",
                    combine([decide((lo, hi)) for _, lo, hi in out.values()]),
                    "; ".join(f"{m}: HumanEval − {unseen} {e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for m, (e, lo, hi) in out.items()),
-                   statistic="share of HumanEval flagged (Wilson 95 %); decided per model on HumanEval − post-cutoff "
-                   "code", our_n=n, n_needed=n_to_decide(out[worst][0], out[worst][1:], n // len(models), 0.0))
+                   statistic="share of HumanEval flagged, all models (Wilson 95 %); decided per model on HumanEval − "
+                   "post-cutoff code; n = documents per source and model", our_n=n // len(models),
+                   n_needed=n_to_decide(out[worst][0], out[worst][1:], n // len(models), 0.0)
+                   if combine([decide((lo, hi)) for _, lo, hi in out.values()]) == "inconclusive" else None)
 
 
 @rule("pearl_wild_task_dependence")
