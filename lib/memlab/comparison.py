@@ -200,7 +200,8 @@ def comparison_table(experiment: str, result, profile: str | None = None):
         rows.append({"claim_id": c.id, "paper": c.paper, "where": c.where, "claim": c.claim, "paper_value": c.value,
                      "unit": c.unit, "statistic": f.statistic, "our_value": f.our_value,
                      "ci_low": f.ci[0] if f.ci else None, "ci_high": f.ci[1] if f.ci else None,
-                     "p_value": f.p_value, "paper_n": c.paper_n, "our_n": f.our_n, "n_needed": f.n_needed,
+                     "p_value": f.p_value, "paper_n": c.paper_n, "our_n": f.our_n,
+                     "n_needed": f.n_needed if f.verdict == "inconclusive" else None,   # only an open question has one
                      "setting": f.setting, "profile": profile, "deviations": ";".join(c.deviations),
                      "verdict": f.verdict, "reason": f.reason, "rule": rule_text(c.id),
                      "paper_quote": f"{c.paper_quote} ({c.section})" if c.paper_quote else c.section})
