@@ -54,7 +54,7 @@ def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     den = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
