@@ -180,14 +180,17 @@ def n_to_decide(estimate: float, ci: tuple[float, float], n: int, threshold: flo
     return max(n + 1, math.ceil(n * (half / gap) ** 2))
 
 
-def wilson_n_to_decide(p: float, threshold: float, level: float = 0.95, n_max: int = 10**7) -> int | None:
-    """Smallest n at which the Wilson interval of an observed share ``p`` excludes ``threshold`` (search by
-    doubling, then bisection); None when p equals the threshold or n_max does not suffice."""
+def wilson_n_to_decide(p: float, threshold: float, level: float = 0.95, n_max: int = 10**7,
+                       exact: bool = False) -> int | None:
+    """Smallest n at which the Wilson (``exact``: Clopper–Pearson) interval of an observed share ``p`` excludes
+    ``threshold`` (search by doubling, then bisection); None when p equals the threshold or n_max does not
+    suffice."""
     if p == threshold:
         return None
+    interval = clopper_pearson if exact else wilson
 
     def excludes(n: int) -> bool:
-        lo, hi = wilson(round(p * n), n, level)
+        lo, hi = interval(round(p * n), n, level)
         return hi < threshold if p < threshold else lo > threshold
 
     hi = 1

@@ -24,7 +24,7 @@ def _paired_rise(before, after, level: float):
     s, lo, hi, p = paired_sign(up, down, level)
     k = (up + down) / n if n else 0.0
     rise, ci = (up - down) / n if n else 0.0, (k * (2 * lo - 1), k * (2 * hi - 1))
-    return rise, ci, p, decide((lo, hi), 0.5), _docs(n_to_decide(s, (lo, hi), up + down, 0.5), n, up + down)
+    return rise, ci, p, decide((lo, hi), 0.5), _docs(wilson_n_to_decide(s, 0.5, level, exact=True), n, up + down)
 
 
 def _docs(discordant_needed: int | None, n: int, discordant: int) -> int | None:
@@ -182,8 +182,8 @@ def task_dependence(res, c: Claim) -> Finding:
                    f"completion only {comp_only}, summarization only {summ_only}, both {int(t.both.sum())}; share "
                    f"completion-only among discordant {s:.2f} [{lo:.2f}, {hi:.2f}]",
                    statistic="documents flagged under both tasks; decided on the exact sign test", p_value=p,
-                   our_n=int(t.n.sum()), n_needed=_docs(n_to_decide(s, (lo, hi), comp_only + summ_only, 0.5),
-                                                        int(t.n.sum()), comp_only + summ_only))
+                   our_n=int(t.n.sum()), n_needed=_docs(wilson_n_to_decide(s, 0.5, exact=True), int(t.n.sum()),
+                                                        comp_only + summ_only))
 
 
 @rule("pearl_acr_overlap")
