@@ -147,6 +147,8 @@ def code_over_unseen(res, c: Claim) -> Finding:
     the share of HumanEval flagged, over all models (the paper: 60 of 100, GPT-4o)."""
     t, mw = res.tables["flagged_counts_fixed_thresholds"], res.tables["seen_vs_unseen_mann_whitney"]
     col = min((k for k in t.columns if k.startswith("flagged_sensitivity>")), key=lambda k: float(k.split(">")[1]))
+    if not (mw.source == "humaneval").any():
+        return untestable("no HumanEval source", "the run scored no HumanEval documents", full_command("pearl_wild"))
     unseen = mw[mw.source == "humaneval"].unseen_source.iloc[0]
     comp = t[t.task_kind == "completion"].set_index(["model", "source"])
     models = sorted({m for m, s in comp.index if s == "humaneval"})
@@ -172,6 +174,9 @@ def task_dependence(res, c: Claim) -> Finding:
     (summarization flags fewer; exact sign test at 95 %, all models and sources). Not testable when completion and
     summarization flag nothing. Our value: documents flagged under both (the paper: 6)."""
     t = res.tables["completion_vs_summarization"]
+    if t.empty:
+        return untestable("no completion/summarization pairs", "the run did not score both tasks",
+                          full_command("pearl_wild"))
     comp_only, summ_only = int((t.completion - t.both).sum()), int((t.summarization - t.both).sum())
     setting = f"{', '.join(sorted(set(t.model)))}; {int(t.n.sum())} documents"
     if comp_only + summ_only == 0:
