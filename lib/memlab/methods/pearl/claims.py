@@ -174,7 +174,8 @@ def task_dependence(res, c: Claim) -> Finding:
     (summarization flags fewer; exact sign test at 95 %, all models and sources). Not testable when completion and
     summarization flag nothing. Our value: documents flagged under both (the paper: 6)."""
     t = res.tables["completion_vs_summarization"]
-    if t.empty:
+    scores = res.tables.get("pearl_scores")
+    if t.empty or (scores is not None and not {"completion", "summarization"} <= set(scores.task_kind)):
         return untestable("no completion/summarization pairs", "the run did not score both tasks",
                           full_command("pearl_wild"))
     comp_only, summ_only = int((t.completion - t.both).sum()), int((t.summarization - t.both).sum())
