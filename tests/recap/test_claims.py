@@ -96,6 +96,9 @@ def test_feedback_one_round_members_only_and_not_testable_cases():
     assert f.verdict == "not testable here" and "allowed one feedback round" in f.reason
     f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains([(0.0, 0.0)] * 40)}))
     assert f.verdict == "not testable here" and "improved no event" in f.reason
+    # one event of 27 gained in round 1 (the real embedded run): 0 of 27 improving later is true by construction
+    f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains([(0.1, 0.1)] + [(0.0, 0.0)] * 26)}))
+    assert f.verdict == "not testable here" and "only 1 of 27 events" in f.reason
 
 
 def test_no_contamination_needs_a_positive_control():

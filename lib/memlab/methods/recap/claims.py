@@ -276,8 +276,9 @@ def _member_events(res):
 @rule("recap_feedback_one_round")
 def feedback_one_round(res, claim: Claim) -> Finding:
     """Hypothesis: fewer than ``threshold`` (20 %) of the events below the stop score improve after round 1
-    (Fig. 6); decided on the 95 % Wilson interval of that share. Not testable when the run allowed one round or
-    the loop improved no event (nothing to split between rounds). Member events only. Our value: that share."""
+    (Fig. 6); decided on the 95 % Wilson interval of that share. Not testable when the run allowed one round, the
+    loop improved no event, or too few events went on past round 1 for the share to exceed the threshold. Member
+    events only. Our value: that share."""
     wide, dropped = _member_events(res)
     cmd = "python -m memlab.run experiment=recap_feedback method.recap.max_rounds=5 profile=full"
     if wide is None:
@@ -292,6 +293,10 @@ def feedback_one_round(res, claim: Claim) -> Finding:
         return untestable(setting, "the run allowed one feedback round" if allowed < 2 else
                           "the feedback loop improved no event", cmd)
     k, n = int((gf > g1 + 1e-12).sum()), len(wide)
+    went_on = int((g1 > 0).sum())     # later rounds run only after a round-1 gain: the most that could improve later
+    if went_on / n <= claim.threshold:
+        return untestable(setting, f"only {went_on} of {n} events gained in round 1 and could go on, so the share "
+                          f"improving later can't exceed {went_on / n:.0%} by construction", cmd)
     ci = wilson(k, n)
     v = decide(ci, claim.threshold, "below")
     first = float(g1.sum() / gf.sum()) if gf.sum() > 0 else float("nan")
