@@ -1,21 +1,30 @@
-"""Paper vs ours: every published number we compare with, judged by a rule written in code.
+"""Paper vs ours: every published claim we test, judged by a rule written in code (issue 27).
 
-* The papers' numbers live once, in ``conf/paper/<paper>.yaml`` (a list of ``claims``; each names the experiment
-  that tests it). :func:`load_claims` reads them.
-* Each method judges its claims in ``memlab/methods/<method>/claims.py`` (the demo: ``memorization_curve``) with
-  functions registered by ``@rule("<claim id>")``. A rule receives the study's
-  :class:`~memlab.results.StudyResult` (its tables and metrics) and the :class:`Claim`, and returns a
-  :class:`Finding`: our value, its 95 % interval where one exists, the setting it was measured in, and a verdict —
-  ``reproduced`` (the claim holds in our setting), ``not reproduced`` (it fails; ``reason`` says what we see
-  instead) or ``not comparable`` (different model or data; ``reason`` says why). Verdicts are never typed by hand.
-* :func:`comparison_table` is what :meth:`memlab.report.Report.save` adds to every run as ``tables/comparison.csv``
-  (shown first); the report site (``make report``) and W&B read that table.
+* The papers' claims live once, in ``conf/paper/<paper>.yaml`` (a list of ``claims``; each names the experiment
+  that tests it, the paper's n, its sentence, and the deviations of our setting). :func:`load_claims` reads them.
+  An entry with ``kind: sanity`` is not a claim but a check of our own setup (it cannot fail unless memlab is
+  broken); it goes to ``tables/sanity.csv`` with a negative control, never to the verdicts.
+* Each method judges its claims in ``memlab/methods/<method>/claims.py`` (the demo: ``memorization_claims``) with
+  functions registered by ``@rule("<claim id>")``. A rule receives the study's :class:`~memlab.results.StudyResult`
+  and the :class:`Claim`, states the claim as a hypothesis with a direction (and the paper's magnitude where it
+  gives one) in its docstring's first paragraph, and decides on an interval of the effect (:func:`decide`):
+
+  - ``reproduced``: the interval lies on the claim's side of the threshold;
+  - ``contradicted``: it lies on the other side;
+  - ``inconclusive``: it straddles; ``n_needed`` is the n at which the observed effect would decide;
+  - ``not testable here``: the mechanism could not fire or the data was not produced; ``reason`` gives the
+    command line that would test it.
+
+  Several tests in one claim share the family-wise level ``ALPHA`` (Bonferroni; :func:`combine`).
+* :func:`comparison_table` / :func:`sanity_table` are what :meth:`memlab.report.Report.save` writes as
+  ``tables/comparison.csv`` and ``tables/sanity.csv``.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass
+import inspect
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,9 +32,13 @@ import yaml
 
 from memlab.errors import ConfigError
 
-VERDICTS = ("reproduced", "not reproduced", "not comparable")
-COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "our_value", "ci_low", "ci_high", "setting",
-           "verdict", "reason"]
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable here")
+ALPHA = 0.05        # family-wise error rate of each claim's tests (two-sided 95 % intervals for one test)
+COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "statistic", "our_value", "ci_low",
+           "ci_high", "p_value", "paper_n", "our_n", "n_needed", "setting", "profile", "deviations", "verdict",
+           "reason", "rule", "paper_quote"]
+SANITY_COLUMNS = ["check_id", "check", "value", "control", "control_value", "passed", "reason"]
+KINDS = ("claim", "sanity")
 # the module holding each experiment family's rules, by experiment-name prefix
 RULE_MODULES = {"pearl_": "memlab.methods.pearl.claims", "recap_": "memlab.methods.recap.claims",
                 "trace_": "memlab.methods.trace.claims", "memorization_curve": "memlab.methods.memorization_claims"}
@@ -40,33 +53,98 @@ class Claim:
     column: str
     value: Any           # the published number (None when the claim is qualitative)
     unit: str
-    claim: str           # the claim in one line
+    claim: str           # the claim in one line (marked "our reading" when no paper states it)
     section: str
     experiment: str
+    kind: str = "claim"  # "claim" or "sanity"
+    paper_n: Any = None  # the paper's n behind ``value`` (e.g. 1000 members, 100 samples per source)
+    paper_quote: str = ""
+    threshold: float | None = None   # the effect's threshold from the paper's magnitude or our stated reading
+    deviations: tuple[str, ...] = field(default_factory=tuple)   # ids in conf/deviations/<paper>.yaml
 
 
 @dataclass(frozen=True)
 class Finding:
     our_value: float | None
     ci: tuple[float, float] | None
-    setting: str         # model, data, sizes, n
+    setting: str         # model, data, sizes
     verdict: str
     reason: str
+    statistic: str = ""  # what our_value is (same unit as the paper's value, or why it can't be)
+    p_value: float | None = None
+    our_n: int | None = None
+    n_needed: int | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
 
 
-RULES: dict[str, Callable[[Any, Claim], Finding]] = {}
+@dataclass(frozen=True)
+class Check:
+    """A sanity check of our setup (``kind: sanity``), with its negative control."""
+    value: float | None
+    control: str
+    control_value: float | None
+    passed: bool
+    reason: str
+
+
+RULES: dict[str, Callable[[Any, Claim], Any]] = {}
 
 
 def rule(claim_id: str):
-    """Register the function that judges claim ``claim_id``."""
+    """Register the function that judges claim (or sanity check) ``claim_id``."""
     def register(fn):
         RULES[claim_id] = fn
         return fn
     return register
+
+
+def decide(ci: tuple[float, float] | None, threshold: float = 0.0, direction: str = "above") -> str:
+    """The verdict of one interval against the claim's threshold: ``above`` claims the effect exceeds it,
+    ``below`` that it falls short of it."""
+    if ci is None:
+        return "inconclusive"
+    lo, hi = ci
+    if direction == "above":
+        return "reproduced" if lo > threshold else "contradicted" if hi < threshold else "inconclusive"
+    if direction == "below":
+        return "reproduced" if hi < threshold else "contradicted" if lo > threshold else "inconclusive"
+    raise ValueError(f"direction must be 'above' or 'below', got {direction!r}")
+
+
+def guard(verdict: str, p_value: float | None, level: float = 1 - ALPHA) -> str:
+    """A bootstrap interval's verdict, kept only when the test of no difference agrees (p below 1 − level): with
+    few units a percentile interval can exclude 0 when no permutation of the data could."""
+    if verdict in ("reproduced", "contradicted") and p_value is not None and p_value >= 1 - level:
+        return "inconclusive"
+    return verdict
+
+
+def combine(verdicts: list[str]) -> str:
+    """One claim made of several tests that must all hold: contradicted if any test is, reproduced if all are."""
+    if not verdicts:
+        raise ValueError("no test to combine")
+    if "contradicted" in verdicts:
+        return "contradicted"
+    return "reproduced" if all(v == "reproduced" for v in verdicts) else "inconclusive"
+
+
+def untestable(setting: str, why: str, command: str) -> Finding:
+    """``not testable here``: ``why`` the mechanism could not fire, and the ``command`` that would test it."""
+    return Finding(None, None, setting, "not testable here", f"{why}; test it with: {command}")
+
+
+def full_command(experiment: str) -> str:
+    """The command line that runs ``experiment`` at the patient profile (conf/scale/<experiment>_full.yaml)."""
+    return f"python -m memlab.run experiment={experiment} profile=full"
+
+
+def rule_text(claim_id: str) -> str:
+    """The rule's docstring's first paragraph, on one line: its hypothesis and decision."""
+    doc = inspect.getdoc(RULES[claim_id]) or ""
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def paper_dir() -> Path:
@@ -75,16 +153,22 @@ def paper_dir() -> Path:
     return CONF_DIR / "paper"
 
 
-def load_claims(experiment: str | None = None) -> list[Claim]:
-    """Every claim in conf/paper/*.yaml (those of ``experiment`` only, when given), in file order."""
+def load_claims(experiment: str | None = None, kind: str | None = None) -> list[Claim]:
+    """Every claim in conf/paper/*.yaml (of ``experiment`` / of ``kind`` only, when given), in file order."""
     out: list[Claim] = []
     for path in sorted(paper_dir().glob("*.yaml")):
-        for c in (yaml.safe_load(path.read_text()) or {}).get("claims", []):
+        try:
+            entries = (yaml.safe_load(path.read_text()) or {}).get("claims", [])
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
+        for c in entries:
             try:
-                claim = Claim(**c)
+                claim = Claim(**{**c, "deviations": tuple(c.get("deviations") or ())})
             except TypeError as err:
                 raise ConfigError(f"{path.name}: claim {c.get('id', '?')!r}: {err}") from None
-            if experiment is None or claim.experiment == experiment:
+            if claim.kind not in KINDS:
+                raise ConfigError(f"{path.name}: claim {claim.id!r}: kind must be one of {KINDS}, got {claim.kind!r}")
+            if (experiment is None or claim.experiment == experiment) and (kind is None or claim.kind == kind):
                 out.append(claim)
     return out
 
@@ -97,22 +181,44 @@ def rules_for(experiment: str) -> None:
             return
 
 
-def comparison_table(experiment: str, result):
-    """One row per claim of ``experiment``: paper value, our value and interval, setting, verdict, reason."""
+def _judge(experiment: str, c: Claim, result):
+    if c.id not in RULES:
+        raise ConfigError(f"claim {c.id!r} ({c.paper}) has no rule: add @rule({c.id!r}) to "
+                          f"{next((m for p, m in RULE_MODULES.items() if experiment.startswith(p)), '?')}")
+    return RULES[c.id](result, c)
+
+
+def comparison_table(experiment: str, result, profile: str | None = None):
+    """One row per claim (``kind: claim``) of ``experiment``: paper value and ours in one statistic, interval,
+    p-value, n, setting, deviations, verdict, reason, the rule's text and the paper's sentence."""
     import pandas as pd
 
     rules_for(experiment)
     rows = []
-    for c in load_claims(experiment):
-        if c.id not in RULES:
-            raise ConfigError(f"claim {c.id!r} ({c.paper}) has no rule: add @rule({c.id!r}) to "
-                              f"{next((m for p, m in RULE_MODULES.items() if experiment.startswith(p)), '?')}")
-        f = RULES[c.id](result, c)
+    for c in load_claims(experiment, kind="claim"):
+        f = _judge(experiment, c, result)
         rows.append({"claim_id": c.id, "paper": c.paper, "where": c.where, "claim": c.claim, "paper_value": c.value,
-                     "unit": c.unit, "our_value": f.our_value, "ci_low": f.ci[0] if f.ci else None,
-                     "ci_high": f.ci[1] if f.ci else None, "setting": f.setting, "verdict": f.verdict,
-                     "reason": f.reason})
+                     "unit": c.unit, "statistic": f.statistic, "our_value": f.our_value,
+                     "ci_low": f.ci[0] if f.ci else None, "ci_high": f.ci[1] if f.ci else None,
+                     "p_value": f.p_value, "paper_n": c.paper_n, "our_n": f.our_n,
+                     "n_needed": f.n_needed if f.verdict == "inconclusive" else None,   # only an open question has one
+                     "setting": f.setting, "profile": profile, "deviations": ";".join(c.deviations),
+                     "verdict": f.verdict, "reason": f.reason, "rule": rule_text(c.id),
+                     "paper_quote": f"{c.paper_quote} ({c.section})" if c.paper_quote else c.section})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def sanity_table(experiment: str, result):
+    """One row per sanity check (``kind: sanity``) of ``experiment``, with its negative control and pass/fail."""
+    import pandas as pd
+
+    rules_for(experiment)
+    rows = []
+    for c in load_claims(experiment, kind="sanity"):
+        k = _judge(experiment, c, result)
+        rows.append({"check_id": c.id, "check": c.claim, "value": k.value, "control": k.control,
+                     "control_value": k.control_value, "passed": bool(k.passed), "reason": k.reason})
+    return pd.DataFrame(rows, columns=SANITY_COLUMNS)
 
 
 def claim_dict(c: Claim) -> dict:

@@ -167,10 +167,13 @@ class Report:
         """Write every table, figure and metric of a :class:`memlab.results.StudyResult`; display the ones the
         study marked to show, in its order — first the ``comparison`` table (paper vs ours, one row per claim of
         this experiment in conf/paper/, judged by :mod:`memlab.comparison`)."""
-        from memlab.comparison import comparison_table, load_claims
+        from memlab.comparison import comparison_table, load_claims, sanity_table
 
-        if load_claims(self.experiment):
-            cmp = comparison_table(self.experiment, result)
+        if load_claims(self.experiment, kind="sanity"):  # checks of our setup, apart from the claims (issue 27)
+            result.tables = {"sanity": sanity_table(self.experiment, result), **result.tables}
+            result.shown = ["sanity", *result.shown]
+        if load_claims(self.experiment, kind="claim"):
+            cmp = comparison_table(self.experiment, result, profile=(self.cfg.get("profile") or {}).get("name"))
             result.tables = {"comparison": cmp, **result.tables}
             result.shown = ["comparison", *result.shown]
             result.metrics.update({f"verdict/{r.claim_id}": r.verdict for r in cmp.itertuples()})

@@ -118,11 +118,10 @@ def test_acr_overlap_rule():
     res.table("pearl_scores", pd.DataFrame({"doc_id": list("abcd") * 2, "kind": ["bitflip"] * 8,
                                             "epoch": [0] * 4 + [10] * 4,
                                             "sensitivity": [0, 0, 0, 0, 0.5, 0.3, 0.1, 0.0]}))
-    assert acr_overlap(res, claim).verdict == "not comparable"
+    assert acr_overlap(res, claim).verdict == "not testable here"
     acr = pd.DataFrame({"doc_id": list("abcd"), "split": ["member"] * 2 + ["nonmember"] * 2, "epoch": [10] * 4,
                         "target_tokens": [16] * 4, "compressible": [True, False, False, False]})
     res.table("acr_scores", acr)
     f = acr_overlap(res, claim)
-    assert (f.verdict, f.our_value) == ("reproduced", 0.5)
-    res.table("acr_scores", acr.assign(compressible=[False, False, True, False]))
-    assert acr_overlap(res, claim).verdict == "not reproduced"
+    assert (f.verdict, f.our_value) == ("inconclusive", 0.5)   # 4 documents decide nothing (issue 27)
+    assert f.n_needed > f.our_n == 4

@@ -1,184 +1,219 @@
 """Rules that judge PEARL's published claims (conf/paper/003_pearl.yaml) from a study's tables.
 
-Each rule states its test in its docstring; intervals are 95 % percentile bootstraps over documents (seed 0, 1000
-resamples; independent groups are resampled independently, paired quantities by document).
+Each rule's docstring states the hypothesis (direction, and the paper's magnitude where it gives one) and the
+interval it decides on (:func:`memlab.comparison.decide`). Shares are per document: Wilson intervals for one
+share, MOVER/Newcombe intervals for a contrast of two independent shares, exact sign (McNemar) intervals for the
+same documents under two conditions (:mod:`memlab.metrics.intervals`); several tests in one claim share a
+family-wise 0.05 (Bonferroni).
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from memlab.comparison import VERDICTS, Claim, Finding, rule
-from memlab.metrics.bootstrap import bootstrap_mean
+from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, rule, untestable
+from memlab.metrics.intervals import (bonferroni_level, mover_contrast, n_to_decide, paired_sign, wilson,
+                                      wilson_n_to_decide)
 
 TAU = 0.2          # the papers' τ_b for every Pythia table
-B, SEED = 1000, 0
-# a claim whose data this run did not produce (the verdicts helper adds "not testable here" to VERDICTS)
-NOT_TESTABLE = "not testable here" if "not testable here" in VERDICTS else "not comparable"
-MIN_WILD_N = 10    # documents per source below which the wild study can't test a distributional claim
+TINY = "tiny GPT-NeoX 'pearl'"
 
 
-def _diff_ci(a, b) -> tuple[float, float]:
-    """95 % interval of mean(a) − mean(b), a and b resampled independently."""
-    rng = np.random.default_rng(SEED)
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    d = [a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean() for _ in range(B)]
-    return float(np.quantile(d, 0.025)), float(np.quantile(d, 0.975))
+def _paired_rise(before, after, level: float):
+    """Documents flagged before / after (boolean arrays, same documents): (rise in the flagged share, its interval
+    conditional on the discordant pairs, the sign test's p, verdict of 'rises', n_needed)."""
+    up, down, n = int((~before & after).sum()), int((before & ~after).sum()), len(before)
+    s, lo, hi, p = paired_sign(up, down, level)
+    k = (up + down) / n if n else 0.0
+    rise, ci = (up - down) / n if n else 0.0, (k * (2 * lo - 1), k * (2 * hi - 1))
+    return rise, ci, p, decide((lo, hi), 0.5), _docs(wilson_n_to_decide(s, 0.5, level, exact=True), n, up + down)
 
 
-def _verdict(ok: bool) -> str:
-    return "reproduced" if ok else "not reproduced"
+def _docs(discordant_needed: int | None, n: int, discordant: int) -> int | None:
+    """Discordant pairs needed → documents needed, at the observed share of discordant documents."""
+    return -(-discordant_needed * n // discordant) if discordant_needed and discordant else None
 
 
 @rule("pearl_epochs_members_vs_nonmembers")
 def members_vs_nonmembers(res, c: Claim) -> Finding:
-    """Bit flips, last epoch, sensitivity > τ_b = 0.2: reproduced iff the 95 % interval of (member share −
-    non-member share) lies above 0. Our value: the member share."""
+    """Hypothesis: at the last epoch (bit flips, τ_b = 0.2) the share of members flagged exceeds ``threshold`` (an
+    order of magnitude: 10) times the share of non-members flagged. Decided on the 95 % MOVER interval of
+    member share − 10 × non-member share against 0. Our value: the member share."""
     df = res.tables["pearl_scores"]
     last = df[(df.kind == "bitflip") & (df.epoch == df.epoch.max())]
-    m = (last[last.split == "member"].sensitivity > TAU).astype(float).to_numpy()
-    n = (last[last.split == "nonmember"].sensitivity > TAU).astype(float).to_numpy()
-    lo, hi = _diff_ci(m, n)
-    return Finding(float(m.mean()), (lo, hi), f"tiny GPT-NeoX 'pearl', epoch {int(last.epoch.max())}, bit flips, "
-                   f"{len(m)} members / {len(n)} non-members", _verdict(lo > 0),
-                   f"members {m.mean():.2f} vs non-members {n.mean():.2f} flagged; interval of the difference "
-                   f"[{lo:.2f}, {hi:.2f}]")
+    m = (last[last.split == "member"].sensitivity > TAU).to_numpy()
+    n = (last[last.split == "nonmember"].sensitivity > TAU).to_numpy()
+    est, lo, hi = mover_contrast(int(m.sum()), len(m), int(n.sum()), len(n), c=c.threshold, level=1 - ALPHA)
+    return Finding(float(m.mean()), wilson(int(m.sum()), len(m)), f"{TINY}, epoch {int(last.epoch.max())}, bit flips",
+                   decide((lo, hi)), f"members {int(m.sum())}/{len(m)} vs non-members {int(n.sum())}/{len(n)} "
+                   f"flagged; member share − {c.threshold:g} × non-member share {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
+                   statistic="share of members flagged (Wilson 95 %); decided on member − 10 × non-member share",
+                   our_n=len(m) + len(n), n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), 0.0))
 
 
 @rule("pearl_epochs_members_grow")
 def members_grow(res, c: Claim) -> Finding:
-    """Bit flips, τ_b = 0.2: reproduced iff the members' flagged share rises from the first to the last epoch (95 %
-    interval of the paired per-document difference above 0) and the non-members' share at the last epoch is at most
-    half the members'. Our value: the members' rise."""
+    """Hypothesis: from the first to the last epoch (bit flips, τ_b = 0.2) more members become flagged than stop
+    being flagged (exact sign test on the same members), and at the last epoch members are flagged more often than
+    non-members (MOVER interval of the difference above 0). Two tests, each at 97.5 %: reproduced iff both hold,
+    contradicted iff either interval lies on the other side. Our value: the rise in the members' flagged share."""
     df = res.tables["pearl_scores"]
     df = df[df.kind == "bitflip"]
     first, last = df.epoch.min(), df.epoch.max()
     wide = df.pivot_table(index=["doc_id", "split"], columns="epoch", values="sensitivity").reset_index()
-    mem = wide[wide.split == "member"]
-    rise = ((mem[last] > TAU).astype(float) - (mem[first] > TAU).astype(float)).to_numpy()
-    r = bootstrap_mean(rise, n_resamples=B, seed=SEED)
-    non_last = float((wide[wide.split == "nonmember"][last] > TAU).mean())
-    mem_last = float((mem[last] > TAU).mean())
-    ok = r.ci_low > 0 and non_last <= mem_last / 2
-    return Finding(float(rise.mean()), (r.ci_low, r.ci_high), f"tiny GPT-NeoX 'pearl', epochs {first}→{last}, "
-                   f"{len(mem)} members", _verdict(ok),
-                   f"members flagged {float((mem[first] > TAU).mean()):.2f} → {mem_last:.2f}; non-members at the "
-                   f"last epoch {non_last:.2f}")
+    mem, non = wide[wide.split == "member"], wide[wide.split == "nonmember"]
+    level = bonferroni_level(2, ALPHA)
+    rise, ci, p, v1, need = _paired_rise((mem[first] > TAU).to_numpy(), (mem[last] > TAU).to_numpy(), level)
+    km, kn = int((mem[last] > TAU).sum()), int((non[last] > TAU).sum())
+    est, lo, hi = mover_contrast(km, len(mem), kn, len(non), level=level)
+    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members", combine([v1, decide((lo, hi))]),
+                   f"members flagged {float((mem[first] > TAU).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
+                   f"non-members at the last epoch {kn}/{len(non)}; member − non-member {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
+                   statistic="change in the share of members flagged, first → last epoch (exact, 97.5 %)",
+                   p_value=p, our_n=len(mem), n_needed=need)
 
 
 @rule("pearl_sizes_grow_with_size")
 def grows_with_size(res, c: Claim) -> Finding:
-    """Members flagged at τ_b = 0.2 per size (in the configured size order, small → large): reproduced iff the count
-    never decreases with size and the largest model flags more than the smallest. Our value: largest / smallest."""
+    """Hypothesis: each larger size flags more members than the next smaller one ("increases consistently"; the
+    same members, exact sign test per step at a Bonferroni level over the steps). Reproduced iff every step's
+    interval is above no change, contradicted iff some step's interval is below (a significant decrease); ties
+    never pass. Our value: members flagged by the largest / the smallest size (Table 2: 259 / 110 = 2.35)."""
     df = res.tables["pearl_scores"]
+    df = df[df.kind == "bitflip"] if "kind" in df.columns else df
     sizes = list(dict.fromkeys(df["size"]))
-    counts = [int((df[(df["size"] == s) & (df.split == "member")].sensitivity > TAU).sum()) for s in sizes]
-    ok = all(a <= b for a, b in zip(counts, counts[1:])) and counts[-1] > counts[0]
-    ratio = counts[-1] / counts[0] if counts[0] else None
-    n = int((df[df["size"] == sizes[0]].split == "member").sum())
-    return Finding(ratio, None, f"tiny GPT-NeoX 'pearl' sizes {', '.join(sizes)}, {n} members", _verdict(ok),
-                   "members flagged per size: " + ", ".join(f"{s} {k}" for s, k in zip(sizes, counts)))
+    mem = df[df.split == "member"].pivot_table(index="doc_id", columns="size", values="sensitivity")
+    flags = {s: (mem[s] > TAU).to_numpy() for s in sizes}
+    level = bonferroni_level(max(1, len(sizes) - 1), ALPHA)
+    steps = [_paired_rise(flags[a], flags[b], level) for a, b in zip(sizes, sizes[1:])]
+    counts = [int(flags[s].sum()) for s in sizes]
+    needs = [s[4] for s in steps if s[3] == "inconclusive" and s[4]]
+    why = "; ".join(f"{a}→{b}: {st[0]:+.2f} [{st[1][0]:+.2f}, {st[1][1]:+.2f}]"
+                    for (a, b), st in zip(zip(sizes, sizes[1:]), steps))
+    return Finding(counts[-1] / counts[0] if counts[0] else None, None, f"{TINY} sizes {', '.join(sizes)}",
+                   combine([s[3] for s in steps]), "members flagged per size: " + ", ".join(
+                       f"{s} {k}" for s, k in zip(sizes, counts)) + f"; change in share per step {why}",
+                   statistic="members flagged, largest / smallest size (empty when the smallest flags none); "
+                   "decided per step on exact intervals", p_value=max(s[2] for s in steps), our_n=len(mem),
+                   n_needed=max(needs) if needs else None)
 
 
 @rule("pearl_calibration_low_fpr")
 def low_fpr(res, c: Claim) -> Finding:
-    """Bit flips, evaluation half of the non-members (never used for a fit), τ_b = 0.2: reproduced iff the FPR is
-    ≤ 0.1. Our value: that FPR with its bootstrap interval."""
+    """Hypothesis: at τ_b = 0.2 (bit flips) the false positive rate on held-out non-members (the evaluation half,
+    never used for a fit) is below ``threshold`` (0.10, our reading of the paper's "low", 0.04). Decided on its
+    95 % Wilson interval. Our value: that FPR."""
     df = res.tables["pearl_scores"]
-    ev = (df[(df.kind == "bitflip") & (df.half == "evaluation")].sensitivity > TAU).astype(float).to_numpy()
-    r = bootstrap_mean(ev, n_resamples=B, seed=SEED)
-    return Finding(float(ev.mean()), (r.ci_low, r.ci_high), f"tiny GPT-NeoX 'pearl', one checkpoint, {len(ev)} "
-                   "held-out non-members", _verdict(ev.mean() <= 0.1), f"{int(ev.sum())} of {len(ev)} flagged")
+    ev = (df[(df.kind == "bitflip") & (df.half == "evaluation")].sensitivity > TAU).to_numpy()
+    k, n = int(ev.sum()), len(ev)
+    ci = wilson(k, n)
+    v = decide(ci, c.threshold, "below")
+    return Finding(k / n if n else None, ci, f"{TINY}, one checkpoint, bit flips", v, f"{k} of {n} flagged",
+                   statistic="false positive rate at τ_b = 0.2 (Wilson 95 %)", our_n=n,
+                   n_needed=wilson_n_to_decide(k / n, c.threshold) if v == "inconclusive" and n else None)
 
 
 @rule("pearl_mia_memo_subset")
-def memo_subset(res, c: Claim) -> Finding:
-    """Last epoch, members, thresholds fixed once: reproduced iff the MIA flags more members than PEARL and at least
-    half of the members PEARL flags are also MIA-flagged. Our value: % of members PEARL flags."""
-    t = res.tables["mia_vs_memorization"]
-    r = t[t.epoch == t.epoch.max()].iloc[0]
-    memo, mia, both = float(r.member_memo_pct), float(r.member_mia_pct), float(r.member_both_pct)
-    ok = mia > memo and memo > 0 and both >= memo / 2
-    return Finding(memo, None, f"tiny GPT-NeoX 'pearl', epoch {int(r.epoch)}, {int(r.member_n)} members",
-                   _verdict(ok), f"MIA {mia:.1f} %, PEARL {memo:.1f} %, both {both:.1f} %"
-                   + ("; PEARL flags no member" if memo == 0 else ""))
+def mia_epoch0(res, c: Claim) -> Check:
+    """Sanity: at the first epoch the perplexity MIA flags more members (already in the tiny model's training data)
+    than non-members (the control); passes iff the MOVER 95 % interval of the difference lies above 0."""
+    t = res.tables["mia_vs_memorization"].sort_values("epoch")
+    r = t.iloc[0]
+    km, kn = round(r.member_mia_pct / 100 * r.member_n), round(r.nonmember_mia_pct / 100 * r.nonmember_n)
+    est, lo, hi = mover_contrast(int(km), int(r.member_n), int(kn), int(r.nonmember_n))
+    return Check(float(r.member_mia_pct), "% of non-members the MIA flags at the same epoch",
+                 float(r.nonmember_mia_pct), lo > 0, f"epoch {int(r.epoch)}: members {int(km)}/{int(r.member_n)}, "
+                 f"non-members {int(kn)}/{int(r.nonmember_n)}; difference {est:+.2f} [{lo:+.2f}, {hi:+.2f}]")
 
 
 @rule("pearl_mia_nonmember_rate_falls")
 def nonmember_rate_falls(res, c: Claim) -> Finding:
-    """Evaluation-half non-members, one perplexity threshold fixed at the first epoch: reproduced iff the MIA's rate
-    at the last epoch is below its rate at the first. Our value: the rate at the last epoch (%)."""
+    """Hypothesis (our reading of Table 4): with the perplexity threshold fixed at the first epoch, the share of
+    held-out non-members the MIA flags is lower at the last epoch than at the first. Decided on the 95 % MOVER
+    interval of first − last (in percentage points) against 0. Our value: that fall."""
     t = res.tables["mia_vs_memorization"].sort_values("epoch")
-    first, last = t.iloc[0], t.iloc[-1]
-    return Finding(float(last.nonmember_mia_pct), None, f"tiny GPT-NeoX 'pearl', epochs {int(first.epoch)}→"
-                   f"{int(last.epoch)}, {int(last.nonmember_n)} held-out non-members",
-                   _verdict(last.nonmember_mia_pct < first.nonmember_mia_pct),
-                   f"MIA on non-members {first.nonmember_mia_pct:.1f} % → {last.nonmember_mia_pct:.1f} %")
+    a, b = t.iloc[0], t.iloc[-1]
+    ka, kb = round(a.nonmember_mia_pct / 100 * a.nonmember_n), round(b.nonmember_mia_pct / 100 * b.nonmember_n)
+    est, lo, hi = mover_contrast(int(ka), int(a.nonmember_n), int(kb), int(b.nonmember_n))
+    return Finding(100 * est, (100 * lo, 100 * hi), f"{TINY}, epochs {int(a.epoch)}→{int(b.epoch)}",
+                   decide((lo, hi)), f"MIA on non-members {a.nonmember_mia_pct:.1f} % → {b.nonmember_mia_pct:.1f} %",
+                   statistic="fall in % of non-members flagged by the MIA, first → last epoch (MOVER 95 %)",
+                   our_n=int(a.nonmember_n), n_needed=n_to_decide(est, (lo, hi), int(a.nonmember_n), 0.0))
 
 
 @rule("pearl_wild_code_over_unseen")
 def code_over_unseen(res, c: Claim) -> Finding:
-    """Completion task, one-sided Mann–Whitney U of each likely-seen source vs its domain's post-cutoff set (HumanEval
-    vs post-cutoff code, KJV vs post-2024 release notes): reproduced iff HumanEval or KJV is significantly higher
-    for some model, at family-wise 0.05 over the tests made (Bonferroni: the smallest p times their number — the
-    claim is "some likely-seen source, some model", so each test is a chance to pass); not comparable below 10
-    documents per source. Our value: the Bonferroni-adjusted smallest p."""
-    mw = res.tables["seen_vs_unseen_mann_whitney"]
-    mw = mw[(mw.task_kind == "completion") & mw.source.isin(["humaneval", "kjv"])]
-    if not len(mw):
-        return Finding(None, None, "completion on HumanEval / KJV", NOT_TESTABLE,
-                       "the completion task or the HumanEval and KJV sources did not run "
-                       "(params.tasks, params.sources)")
-    n = int(min(mw.n_seen.min(), mw.n_unseen.min())) if len(mw) else 0
-    setting = f"{', '.join(sorted(set(mw.model)))}; {n} documents per source"
-    if n < MIN_WILD_N:
-        return Finding(None, None, setting, "not comparable", f"{n} documents per source (profile=full runs 100): "
-                       "too few for a test of medians; GPT-4o in the paper, 135M–270M models here")
-    p, tests = float(mw.p_one_sided.min()), len(mw)
-    adjusted = min(1.0, p * tests)
-    return Finding(adjusted, None, setting, _verdict(adjusted < 0.05),
-                   f"smallest one-sided p = {p:.3g}, × {tests} tests (Bonferroni) = {adjusted:.3g}")
+    """Hypothesis: on completion, at the paper's τ_b = 0.14, each model flags a larger share of HumanEval than of
+    code released after it (our LBPP stand-in). One MOVER interval of the difference per model, at a Bonferroni
+    level over the models: reproduced iff every model's lies above 0, contradicted iff one lies below. Our value:
+    the share of HumanEval flagged, over all models (the paper: 60 of 100, GPT-4o)."""
+    t, mw = res.tables["flagged_counts_fixed_thresholds"], res.tables["seen_vs_unseen_mann_whitney"]
+    col = min((k for k in t.columns if k.startswith("flagged_sensitivity>")), key=lambda k: float(k.split(">")[1]))
+    if not (mw.source == "humaneval").any():
+        return untestable("no HumanEval source", "the run scored no HumanEval documents", full_command("pearl_wild"))
+    unseen = mw[mw.source == "humaneval"].unseen_source.iloc[0]
+    comp = t[t.task_kind == "completion"].set_index(["model", "source"])
+    models = sorted({m for m, s in comp.index if s == "humaneval"})
+    level = bonferroni_level(len(models), ALPHA)
+    out = {m: mover_contrast(int(comp.loc[(m, "humaneval"), col]), int(comp.loc[(m, "humaneval"), "n"]),
+                             int(comp.loc[(m, unseen), col]), int(comp.loc[(m, unseen), "n"]), level=level)
+           for m in models}
+    k = int(sum(comp.loc[(m, "humaneval"), col] for m in models))
+    n = int(sum(comp.loc[(m, "humaneval"), "n"] for m in models))
+    worst = min(out, key=lambda m: out[m][0])
+    return Finding(k / n, wilson(k, n), f"{', '.join(models)}; completion, {col.split('>')[1]}",
+                   combine([decide((lo, hi)) for _, lo, hi in out.values()]),
+                   "; ".join(f"{m}: HumanEval − {unseen} {e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for m, (e, lo, hi) in out.items()),
+                   statistic="share of HumanEval flagged, all models (Wilson 95 %); decided per model on HumanEval − "
+                   "post-cutoff code; n = documents per source and model", our_n=n // len(models),
+                   n_needed=n_to_decide(out[worst][0], out[worst][1:], n // len(models), 0.0)
+                   if combine([decide((lo, hi)) for _, lo, hi in out.values()]) == "inconclusive" else None)
 
 
 @rule("pearl_wild_task_dependence")
 def task_dependence(res, c: Claim) -> Finding:
-    """Documents flagged at the smallest paper threshold under completion vs summarization, summed over models and
-    sources: reproduced iff summarization flags fewer; not comparable below 10 documents per source or when
-    completion flags nothing. Our value: summarization / completion flags."""
+    """Hypothesis: on the same documents, more are flagged under completion only than under summarization only
+    (summarization flags fewer; exact sign test at 95 %, all models and sources). Not testable when completion and
+    summarization flag nothing. Our value: documents flagged under both (the paper: 6)."""
     t = res.tables["completion_vs_summarization"]
-    n = int(t.n.min()) if len(t) else 0
-    setting = f"{', '.join(sorted(set(t.model)))}; {n} documents per source"
-    off = [task for task in ("completion", "summarization") if not len(t) or t[task].isna().all()]
-    if off:  # a task switched off (params.tasks): its flags were never measured, so never judged as zeros
-        return Finding(None, None, setting, NOT_TESTABLE, f"{' and '.join(off)} did not run (params.tasks)")
-    comp, summ = int(t.completion.sum()), int(t.summarization.sum())
-    if n < MIN_WILD_N or comp == 0:
-        return Finding(None, None, setting, "not comparable", f"completion flags {comp}, summarization {summ}; "
-                       f"{n} documents per source is too few (profile=full runs 100)")
-    return Finding(summ / comp, None, setting, _verdict(summ < comp), f"completion {comp}, summarization {summ}")
+    scores = res.tables.get("pearl_scores")
+    if t.empty or (scores is not None and not {"completion", "summarization"} <= set(scores.task_kind)):
+        return untestable("no completion/summarization pairs", "the run did not score both tasks",
+                          full_command("pearl_wild"))
+    comp_only, summ_only = int((t.completion - t.both).sum()), int((t.summarization - t.both).sum())
+    setting = f"{', '.join(sorted(set(t.model)))}; {int(t.n.sum())} documents"
+    if comp_only + summ_only == 0:
+        return untestable(setting, f"no document is flagged under one task and not the other (both: {int(t.both.sum())})",
+                          full_command("pearl_wild"))
+    s, lo, hi, p = paired_sign(comp_only, summ_only)
+    return Finding(float(t.both.sum()), None, setting, decide((lo, hi), 0.5),
+                   f"completion only {comp_only}, summarization only {summ_only}, both {int(t.both.sum())}; share "
+                   f"completion-only among discordant {s:.2f} [{lo:.2f}, {hi:.2f}]",
+                   statistic="documents flagged under both tasks; decided on the exact sign test", p_value=p,
+                   our_n=int(t.n.sum()), n_needed=_docs(wilson_n_to_decide(s, 0.5, exact=True), int(t.n.sum()),
+                                                        comp_only + summ_only))
 
 
 @rule("pearl_acr_overlap")
 def acr_overlap(res, c: Claim) -> Finding:
-    """The documents ACR searched (table ``acr_scores``, :mod:`memlab.methods.pearl.acr`) at its last epoch: PEARL
-    flags sensitivity > τ_b = 0.2 under bit flips, ACR flags ACR > 1. Reproduced iff both flag at least one document,
-    their counts are within a factor 2 of each other and ACR also flags at least half of PEARL's (003 Fig. 7: 16 vs
-    15, 50 % overlap); not comparable when the run computed no ACR. Our value: share of PEARL's flags ACR shares."""
+    """Hypothesis (our reading of "half of them the same"): ACR (> 1) flags the documents PEARL flags (bit flips,
+    τ_b = 0.2, ACR's last epoch) more often than the documents PEARL does not flag. Decided on the 95 % MOVER
+    interval of that difference against 0; not testable when the run computed no ACR or PEARL flags none or all.
+    Our value: the share of PEARL's flags ACR also flags (the paper: 8 of 16)."""
     acr = res.tables.get("acr_scores")
     if acr is None or not len(acr):
-        return Finding(None, None, "tiny GPT-NeoX 'pearl'", "not comparable", "this run computed no ACR (params.acr)")
+        return untestable(TINY, "this run computed no ACR (params.acr)", full_command("pearl_epochs"))
     last = int(acr.epoch.max())
     pe = res.tables["pearl_scores"]
     pe = pe[(pe.kind == "bitflip") & (pe.epoch == last)][["doc_id", "sensitivity"]]
     df = acr[acr.epoch == last].merge(pe, on="doc_id")
-    setting = (f"tiny GPT-NeoX 'pearl', epoch {last}, {len(df)} documents ({int((df.split == 'member').sum())} "
-               f"members), ACR of a {int(acr.target_tokens.iloc[0])}-token window")
-    if not len(df):
-        return Finding(None, None, setting, "not comparable", f"PEARL has no bit-flip scores at epoch {last}")
-    a, p = df.compressible.astype(bool), df.sensitivity > TAU
-    n_a, n_p, both = int(a.sum()), int(p.sum()), int((a & p).sum())
-    ok = n_a > 0 and n_p > 0 and max(n_a, n_p) <= 2 * min(n_a, n_p) and both >= n_p / 2
-    mem = df.split == "member"
-    return Finding(both / n_p if n_p else None, None, setting, _verdict(ok),
-                   f"PEARL flags {n_p} ({int((p & mem).sum())} members), ACR {n_a} ({int((a & mem).sum())} members), "
-                   f"both {both}")
+    a, p = df.compressible.astype(bool).to_numpy(), (df.sensitivity > TAU).to_numpy()
+    setting = f"{TINY}, epoch {last}, ACR of a {int(acr.target_tokens.iloc[0])}-token window"
+    if p.all() or not p.any():
+        return untestable(setting, f"PEARL flags {int(p.sum())} of {len(p)} documents: no contrast",
+                          full_command("pearl_epochs"))
+    both, n_p = int((a & p).sum()), int(p.sum())
+    est, lo, hi = mover_contrast(both, n_p, int((a & ~p).sum()), int((~p).sum()))
+    return Finding(both / n_p, wilson(both, n_p), setting, decide((lo, hi)),
+                   f"PEARL flags {n_p}, ACR {int(a.sum())}, both {both}; ACR rate on PEARL's − on the rest "
+                   f"{est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
+                   statistic="share of PEARL's flagged documents ACR also flags (Wilson 95 %)", our_n=len(df),
+                   n_needed=n_to_decide(est, (lo, hi), len(df), 0.0))

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import Claim, Finding, rule
+from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, rule, untestable
 from memlab.metrics.bootstrap import resample_indices
+from memlab.metrics.intervals import (bonferroni_level, expanded_level, n_to_decide, permutation_diff, quantile_ci,
+                                      sign_flip_p, wilson, wilson_n_to_decide)
 
 METHODS = ("prefix", "dsp", "dsp_jb", "recap")
 NAMES = {"prefix": "Prefix-Probing", "dsp": "DSP", "dsp_jb": "DSP + Jailbreak", "recap": "RECAP"}
@@ -25,8 +27,8 @@ CATEGORY = {"public_domain": "public-domain", "copyrighted": "copyright-category
 
 # -- helpers ----------------------------------------------------------------------------------------------------
 def _seed(res) -> tuple[int, int]:
-    m = res.metrics
-    return int(m.get("bootstrap_seed", 0) or 0), int(m.get("bootstrap_resamples", 1000) or 1000)
+    """The run's bootstrap seed and resamples (written by the study from the typed config; no fallback)."""
+    return int(res.metrics["bootstrap_seed"]), int(res.metrics["bootstrap_resamples"])
 
 
 def _resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.ndarray:
@@ -42,10 +44,14 @@ def _resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.nda
     return np.concatenate(out)
 
 
-def _ci(stats: np.ndarray) -> tuple[float, float]:
-    stats = stats[np.isfinite(stats)]
-    lo, hi = np.quantile(stats, [0.025, 0.975])
-    return float(lo), float(hi)
+def _ci(stats: np.ndarray, level: float = 1 - ALPHA, units: int | None = None) -> tuple[float, float]:
+    """Percentile interval of bootstrap draws; with ``units`` (books resampled per target) the expanded percentile
+    interval, so that few books give a wide interval rather than a falsely narrow one."""
+    return quantile_ci(stats, expanded_level(level, max(2, units)) if units else level)
+
+
+def _units(n_pairs: int, targets) -> int:
+    return max(1, n_pairs // max(1, len(targets)))
 
 
 def nonmember_rows(books) -> "np.ndarray":
@@ -63,7 +69,32 @@ def nonmember_rows(books) -> "np.ndarray":
     return held
 
 
-def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_only: bool = False):
+def _scores(res, category: str, methods=METHODS, members_only: bool = False, target: str | None = None):
+    """(target, book) × method ROUGE-L of ``category`` (books scored by every method), or None."""
+    books = res.tables.get("book_scores")
+    if books is None or not len(books):
+        return None
+    sub = books[books.category == category]
+    if target is not None:
+        sub = sub[sub.target == target]
+    if members_only:
+        sub = sub[~nonmember_rows(sub)]
+    if sub.empty:
+        return None
+    wide = sub.pivot_table(index=["target", "book"], columns="method", values="rouge_l", aggfunc="mean")
+    wide = wide.reindex(columns=list(methods)).dropna()
+    return None if wide.empty else wide
+
+
+def _paired_p(res, category: str, a: str, b: str) -> float:
+    """Sign-flip p of the per-(target, book) differences a − b on ``category``."""
+    w = _scores(res, category, (a, b))
+    seed, B = _seed(res)
+    return sign_flip_p((w[a] - w[b]).to_numpy(float), n_resamples=B, seed=seed)
+
+
+def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_only: bool = False,
+           target: str | None = None):
     """Table 3 "Avg." of ``methods`` on ``category``, as the study computes it: for each target, its books are
     resampled ``bootstrap_resamples`` times with ``resample_indices(n_books, B, seed)`` (the same indices for every
     method: paired), each resample's per-target means are averaged over targets. Returns the (B × methods) matrix of
@@ -71,17 +102,8 @@ def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_on
     pairs; None when no target has books scored by every method. ``members_only`` drops books known to be outside
     a target's training set (:func:`nonmember_rows`: the tiny model's held-out KJV books), so a target's members
     and non-members are never pooled."""
-    books = res.tables.get("book_scores")
-    if books is None or not len(books):
-        return None
-    sub = books[books.category == category]
-    if members_only:
-        sub = sub[~nonmember_rows(sub)]
-    if sub.empty:
-        return None
-    wide = sub.pivot_table(index=["target", "book"], columns="method", values="rouge_l", aggfunc="mean")
-    wide = wide.reindex(columns=list(methods)).dropna()
-    if wide.empty:
+    wide = _scores(res, category, methods, members_only, target)
+    if wide is None:
         return None
     seed, B = _seed(res)
     targets = list(dict.fromkeys(wide.index.get_level_values("target")))
@@ -99,14 +121,18 @@ def _setting(res, targets, category: str, n: int, extra: str = "") -> str:
 
 def _copyright_pair(res, a: str, b: str):
     """Table 3 'Avg.' per method on the copyright category (bootstrap means), each method's paired bootstrap draws
-    (``{method: draws}``), the targets, n, and the paired 95 % interval of ``a`` − ``b``; a "not comparable"
+    (``{method: draws}``), the targets, n, and the paired 95 % interval of ``a`` − ``b``; a "not testable here"
     :class:`Finding` when no book there was scored by every method."""
     p = _panel(res, "copyrighted")
     if p is None:
-        return Finding(None, None, "no copyright-category books", "not comparable", NO_BOOKS.format("copyright"))
+        return untestable("no copyright-category books", NO_BOOKS.format("copyright"), full_command("recap_table3"))
     stats, targets, n = p
     draws = {m: stats[:, k] for k, m in enumerate(METHODS)}
-    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, _ci(draws[a] - draws[b])
+    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, _ci(draws[a] - draws[b], units=_units(n, targets))
+
+
+def _need(d: float, ci: tuple[float, float], n: int, verdict: str) -> int | None:
+    return n_to_decide(d, ci, n, 0.0) if verdict == "inconclusive" else None
 
 
 MIN_IMPROVED = 3   # recap_feedback_one_round: events that must improve before the split between rounds is judged
@@ -116,31 +142,33 @@ NO_BOOKS = "the run scored no {} books with every method, so the claim cannot be
 # -- Table 3 -----------------------------------------------------------------------------------------------------
 @rule("recap_t3_order")
 def t3_order(res, claim: Claim) -> Finding:
-    """Reproduced iff, on the copyright category, the Table 3 averages order RECAP > DSP + Jailbreak > DSP >
-    Prefix-Probing (point estimates) and the paired 95 % interval of RECAP − DSP + Jailbreak lies above 0.
-    Our value: RECAP's average, with its 95 % interval."""
+    """Hypothesis: on the copyright category, RECAP > DSP + Jailbreak > DSP > Prefix-Probing in Table 3's average
+    ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − 0.05/3: reproduced
+    iff all lie above 0, contradicted iff one lies below. Our value: RECAP's average, with its interval."""
     got = _copyright_pair(res, "recap", "dsp_jb")
     if isinstance(got, Finding):
         return got
-    point, draws, targets, n, (d_lo, d_hi) = got
-    order = point["recap"] > point["dsp_jb"] > point["dsp"] > point["prefix"]
+    point, draws, targets, n, _ = got
+    level = bonferroni_level(3, ALPHA)
+    steps = [(a, b, point[a] - point[b], _ci(draws[a] - draws[b], level, _units(n, targets)))
+             for a, b in (("recap", "dsp_jb"), ("dsp_jb", "dsp"), ("dsp", "prefix"))]
+    ps = [_paired_p(res, "copyrighted", a, b) for a, b, *_ in steps]
+    verdicts = [guard(decide(ci), p, level) for (*_, ci), p in zip(steps, ps)]
     seen = " vs ".join(f"{NAMES[m]} {point[m]:.3f}" for m in reversed(METHODS))
-    ok = order and d_lo > 0
-    why = (f"{seen}; RECAP − DSP + Jailbreak = {point['recap'] - point['dsp_jb']:+.3f} "
-           f"[{d_lo:+.3f}, {d_hi:+.3f}]")
-    if not ok:
-        why += ("; the order fails" if not order else "; the interval of the first difference includes 0")
-    return Finding(point["recap"], _ci(draws["recap"]), _setting(res, targets, "copyrighted", n),
-                   "reproduced" if ok else "not reproduced", why)
+    why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+                                  for a, b, d, ci in steps)
+    needs = [_need(d, ci, n, v) for (_, _, d, ci), v in zip(steps, verdicts)]
+    return Finding(point["recap"], _ci(draws["recap"], units=_units(n, targets)), _setting(res, targets, "copyrighted", n),
+                   combine(verdicts), why, statistic="RECAP's copyright-category average ROUGE-L (bootstrap mean)",
+                   p_value=max(ps), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
 
 @rule("recap_t3_jailbreak_gain")
 def t3_jailbreak_gain(res, claim: Claim) -> Finding:
-    """Reproduced iff DSP + Jailbreak's copyright-category average exceeds DSP's with the paired 95 % interval of
-    the difference above 0 (the paper's 42 % is for strongly aligned API models; its App. K reports 10 % for small
-    ones, so only the direction is tested). Not comparable when no target refused a single DSP prompt on these
-    books: the jailbreaker only rewrites refused prompts, so there is nothing for it to gain. Our value: the
-    relative gain (DSP + JB − DSP) / DSP, with its interval."""
+    """Hypothesis: DSP + Jailbreak's copyright-category average exceeds DSP's (paired 95 % interval of the
+    difference above 0; the paper's 42 % is for strongly aligned API models, its App. K reports 10 % for small ones,
+    so only the direction is tested). Not testable when no target refused a DSP prompt: the jailbreaker only
+    rewrites refused prompts. Our value: the relative gain (DSP + JB − DSP) / DSP."""
     got = _copyright_pair(res, "dsp_jb", "dsp")
     if isinstance(got, Finding):
         return got
@@ -153,215 +181,219 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = (draws["dsp_jb"] - draws["dsp"]) / draws["dsp"]
     gain = (point["dsp_jb"] - point["dsp"]) / point["dsp"] if point["dsp"] > 0 else None
-    extra = f"DSP refusal rate {refused:.0%}" if refused is not None else ""
-    setting = _setting(res, targets, "copyrighted", n, extra)
-    seen = (f"DSP {point['dsp']:.3f} → DSP + Jailbreak {point['dsp_jb']:.3f} (difference "
-            f"{point['dsp_jb'] - point['dsp']:+.3f} [{d_lo:+.3f}, {d_hi:+.3f}])")
-    ci = _ci(rel) if np.isfinite(rel).any() else None
+    setting = _setting(res, targets, "copyrighted", n, f"DSP refusal rate {refused:.0%}" if refused is not None else "")
+    d = point["dsp_jb"] - point["dsp"]
+    seen = f"DSP {point['dsp']:.3f} → DSP + Jailbreak {point['dsp_jb']:.3f} (difference {d:+.3f} [{d_lo:+.3f}, {d_hi:+.3f}])"
     if refused == 0.0:
-        return Finding(gain, ci, setting, "not comparable",
-                       f"our targets refused none of the DSP prompts on these books (small, weakly aligned models), "
-                       f"so the jailbreak never fires; {seen}")
-    ok = d_lo > 0
-    return Finding(gain, ci, setting, "reproduced" if ok else "not reproduced",
-                   seen + ("" if ok else "; no gain from jailbreaking: the interval includes 0"))
+        return untestable(setting, f"our targets refused none of the DSP prompts, so the jailbreak never fires "
+                          f"({seen})", "python -m memlab.run experiment=recap_table3 with a target that refuses "
+                          "(an aligned chat model, e.g. model=<served chat preset>)")
+    p = _paired_p(res, "copyrighted", "dsp_jb", "dsp")
+    v = guard(decide((d_lo, d_hi)), p)
+    return Finding(gain, _ci(rel, units=_units(n, targets)) if np.isfinite(rel).any() else None, setting, v, seen,
+                   statistic="relative gain (DSP + JB − DSP) / DSP; decided on the paired difference", p_value=p, our_n=n,
+                   n_needed=_need(d, (d_lo, d_hi), n, v))
 
 
 @rule("recap_t3_public_vs_copyrighted")
 def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
-    """Reproduced iff RECAP's public-domain average exceeds its copyright-category average with the 95 % interval
-    of the difference above 0 (independent book-level bootstraps of the two categories, seeds s and s + 1). Public
-    domain means books in the target's training data, so a target with exact membership (the tiny model) enters
-    with its member books only; its held-out (non-member) KJV books are never pooled with them — their RECAP mean
-    is reported apart in ``reason``, as a separate setting that is not judged here.
-    Our value: RECAP's public-domain average, with its interval."""
-    pub = _panel(res, "public_domain", ("recap",), members_only=True)
-    cop = _panel(res, "copyrighted", ("recap",), seed_offset=1)
-    if pub is None or cop is None:
-        return Finding(None, None, "missing a category", "not comparable",
-                       NO_BOOKS.format("public-domain" if pub is None else "copyright"))
-    (sp, tp, n_p), (sc, tc, n_c) = pub, cop
-    sp, sc = sp[:, 0], sc[:, 0]
-    mp, mc = float(sp.mean()), float(sc.mean())
-    lo, hi = _ci(sp - sc)
-    ok = mp > mc and lo > 0
-    held = _held_out(res, "public_domain")
-    split = (f"{', '.join(held)}: member books only, non-members left out" if held
-             else "no target with non-member books")
-    setting = (f"targets: {', '.join(dict.fromkeys(tp + tc))}; public-domain n = {n_p} ({split}), "
-               f"copyright-category (stand-in: licence texts) n = {n_c} (target, book) pairs; "
-               f"{res.metrics.get('agents', 'deterministic')} agents")
-    why = f"RECAP public domain {mp:.3f} vs copyright category {mc:.3f}; difference {mp - mc:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-    if not ok:
-        why += "; the interval includes 0" if mp > mc else "; public domain is not higher"
-    for t, (mem, non, n_non) in held.items():
-        why += (f"; {t} apart (not judged): members {mem:.3f}, non-members {non:.3f} "
-                f"(n = {n_non} held-out books)")
-    return Finding(mp, _ci(sp), setting, "reproduced" if ok else "not reproduced", why)
-
-
-def _held_out(res, category: str) -> dict[str, tuple[float, float, int]]:
-    """{target: (RECAP mean over member books, over non-member books, n non-member books)} on ``category`` for the
-    targets that have non-member books there (plain means over books)."""
+    """Hypothesis: for each target that may have seen both categories, RECAP's public-domain average exceeds its
+    copyright-category average (book-level bootstrap interval of the difference per target, at a Bonferroni level
+    over targets): reproduced iff every target's lies above 0, contradicted iff one lies below. A target whose
+    training set is known to hold one category only (the tiny model: public-domain members, never the licence
+    texts) is left out: its difference is true by construction. Our value: the mean difference over the judged
+    targets (the paper: 0.621 − 0.460)."""
     books = res.tables.get("book_scores")
-    if books is None or not len(books):
-        return {}
-    sub = books[(books.category == category) & (books.method == "recap")]
-    held = nonmember_rows(sub)
-    out = {}
-    for t in dict.fromkeys(sub.loc[held, "target"]):
-        mine = (sub.target == t).to_numpy()
-        out[t] = (float(sub.loc[mine & ~held, "rouge_l"].mean()), float(sub.loc[mine & held, "rouge_l"].mean()),
-                  int(sub.loc[mine & held, "book"].nunique()))
-    return out
+    if books is None or books.empty:
+        return untestable("no books", NO_BOOKS.format("public-domain"), full_command("recap_table3"))
+    known = set(books.loc[nonmember_rows(books), "target"])
+    targets = [t for t in dict.fromkeys(books.target) if t not in known]
+    if not targets:
+        return untestable("only targets trained on one category", "no target may have seen both categories",
+                          full_command("recap_table3"))
+    level, out = bonferroni_level(len(targets), ALPHA), {}
+    for t in targets:
+        pub = _panel(res, "public_domain", ("recap",), target=t)
+        cop = _panel(res, "copyrighted", ("recap",), seed_offset=1, target=t)
+        if pub is not None and cop is not None:
+            d = pub[0][:, 0] - cop[0][:, 0]
+            seed, B = _seed(res)
+            p = permutation_diff(_scores(res, "public_domain", ("recap",), target=t)["recap"],
+                                 _scores(res, "copyrighted", ("recap",), target=t)["recap"], n_resamples=B, seed=seed)
+            out[t] = (float(d.mean()), _ci(d, level, min(pub[2], cop[2])), pub[2] + cop[2], p)
+    if not out:
+        return untestable("missing a category", NO_BOOKS.format("public-domain or copyright"),
+                          full_command("recap_table3"))
+    verdicts = [guard(decide(ci), p, level) for _, ci, _, p in out.values()]
+    n = sum(k for _, _, k, _ in out.values())
+    why = "; ".join(f"{t}: public − copyright {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}], permutation p {p:.3g}"
+                    for t, (d, ci, _, p) in out.items())
+    why += f"; left out (one category in training): {', '.join(sorted(known))}" if known else ""
+    needs = [_need(d, ci, k, v) for (d, ci, k, _), v in zip(out.values(), verdicts)]
+    return Finding(float(np.mean([d for d, *_ in out.values()])), None,
+                   _setting(res, list(out), "public_domain", n, "vs copyright category (stand-in: licence texts)"),
+                   combine(verdicts), why, statistic="RECAP public-domain − copyright-category average ROUGE-L, mean "
+                   "over judged targets; decided per target", p_value=max(p for *_, p in out.values()), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
 
 @rule("recap_gain_over_dsp")
 def gain_over_dsp(res, claim: Claim) -> Finding:
-    """GPT-4.1 is not among our targets, so this tests the claim's substance on ours: reproduced iff RECAP's
-    copyright-category average exceeds DSP's (the single-iteration baseline) with the paired 95 % interval of the
-    difference above 0. Our value: RECAP's average, with its interval; the relative gain is in ``reason``."""
+    """Hypothesis: RECAP's copyright-category average exceeds DSP's (the single-iteration baseline; paired 95 %
+    interval of the difference above 0). GPT-4.1 is not among our targets. Our value: the relative gain
+    (RECAP − DSP) / DSP (the paper: +24 %)."""
     got = _copyright_pair(res, "recap", "dsp")
     if isinstance(got, Finding):
         return got
     point, draws, targets, n, (lo, hi) = got
-    rel = f" ({(point['recap'] / point['dsp'] - 1):+.0%})" if point["dsp"] > 0 else ""
-    ok = lo > 0
-    why = (f"not GPT-4.1: averaged over our targets, DSP {point['dsp']:.3f} → RECAP {point['recap']:.3f}{rel}; "
-           f"difference {point['recap'] - point['dsp']:+.3f} [{lo:+.3f}, {hi:+.3f}]")
-    if not ok:
-        why += "; the interval includes 0: no gain over single-iteration prompting"
-    return Finding(point["recap"], _ci(draws["recap"]), _setting(res, targets, "copyrighted", n),
-                   "reproduced" if ok else "not reproduced", why)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = (draws["recap"] - draws["dsp"]) / draws["dsp"]
+    d = point["recap"] - point["dsp"]
+    p = _paired_p(res, "copyrighted", "recap", "dsp")
+    v = guard(decide((lo, hi)), p)
+    return Finding(d / point["dsp"] if point["dsp"] > 0 else None, _ci(rel, units=_units(n, targets)) if np.isfinite(rel).any() else None,
+                   _setting(res, targets, "copyrighted", n), v,
+                   f"not GPT-4.1: DSP {point['dsp']:.3f} → RECAP {point['recap']:.3f}; difference {d:+.3f} "
+                   f"[{lo:+.3f}, {hi:+.3f}]", statistic="relative gain (RECAP − DSP) / DSP; decided on the paired "
+                   "difference", p_value=p, our_n=n, n_needed=_need(d, (lo, hi), n, v))
 
 
 # -- the feedback loop -------------------------------------------------------------------------------------------
-@rule("recap_feedback_one_round")
-def feedback_one_round(res, claim: Claim) -> Finding:
-    """Fig. 6 (events whose first valid attempt scored below the stop score). Reproduced iff (a) fewer than 20 % of
-    these events improve after round 1 (point estimate) and (b) round 1 brings at least 80 % of the total gain
-    ("nearly all the progress"). Not comparable when the run allowed a single feedback round (metric
-    ``max_rounds``: nothing can come after round 1) or when fewer than ``MIN_IMPROVED`` events improved at all (too
-    few to split progress between rounds); not reproduced when no event improved at all. Events that ended after
-    round 1 (no gain, or the stop score reached) count with their round-1 gain as their last. Our value: the share
-    of events that improve after round 1, with a 95 % event-level bootstrap interval. The paper's events come from
-    books the models were trained on, so the tiny model's non-member events (held-out KJV books) are left out, never
-    pooled."""
+def _member_events(res):
+    """Events below the stop score of books in their target's training set (the tiny model's non-member events
+    left out) as a (target, event) × round table of gains, and the number left out."""
     g = res.tables.get("feedback_gains_events")
     if g is None or not len(g):
-        return Finding(None, None, "no events below the stop score", "not comparable",
-                       "no event entered the feedback loop, so Fig. 6 has no data")
+        return None, 0
     held = (g["split"].astype(str) == "nonmember") if "split" in g.columns else np.zeros(len(g), bool)
-    dropped = g[held].drop_duplicates(["target", "event"])
+    dropped = len(g[held].drop_duplicates(["target", "event"]))
     g = g[~held]
     if g.empty:
-        return Finding(None, None, "only non-member events below the stop score", "not comparable",
-                       "every event that entered the feedback loop is from a book outside its target's training set")
-    max_round = int(g["round"].max())
+        return None, dropped
     wide = g.pivot_table(index=["target", "event"], columns="round", values="gain", aggfunc="first")
-    targets = list(dict.fromkeys(wide.index.get_level_values("target")))
-    left_out = (f" ({len(dropped)} non-member events of {', '.join(dict.fromkeys(dropped.target))} left out: "
-                f"members only)" if len(dropped) else "")
-    # the run's allowance, not the rounds seen: round 2 runs only after a round-1 gain that stays below the stop score
-    allowed = int(res.metrics.get("max_rounds") or max_round)
-    setting = (f"targets: {', '.join(targets)}; n = {len(wide)} events below the stop score{left_out}; up to "
-               f"{allowed} feedback rounds ({max_round} run); {res.metrics.get('agents', 'deterministic')} agents")
-    if allowed < 2:
-        return Finding(None, None, setting, "not comparable",
-                       "the run allowed one feedback round, so nothing can improve after round 1")
+    return wide.ffill(axis=1), dropped   # an event that stopped after round r keeps its round-r gain
+
+
+@rule("recap_feedback_one_round")
+def feedback_one_round(res, claim: Claim) -> Finding:
+    """Hypothesis: fewer than ``threshold`` (20 %) of the events below the stop score improve after round 1
+    (Fig. 6); decided on the 95 % Wilson interval of that share. Not testable when the run allowed one round, the
+    loop improved no event, or too few events went on past round 1 for the share to exceed the threshold. Member
+    events only. Our value: that share."""
+    wide, dropped = _member_events(res)
+    cmd = "python -m memlab.run experiment=recap_feedback method.recap.max_rounds=5 profile=full"
+    if wide is None:
+        return untestable("no member event below the stop score", "no event entered the feedback loop", cmd)
+    max_round = int(wide.columns.max())
+    allowed = int(res.metrics["max_rounds"])
+    setting = (f"targets: {', '.join(dict.fromkeys(wide.index.get_level_values('target')))}; up to {allowed} "
+               f"rounds ({max_round} run); {dropped} non-member events left out; "
+               f"{res.metrics.get('agents', 'deterministic')} agents")
     g1, gf = wide[1].to_numpy(float), wide[max_round].to_numpy(float)
-    improved, later = gf > 0, gf > g1 + 1e-12
-    seed, B = _seed(res)
-    share = float(later.mean())
-    ci = _ci(_resampled(later.astype(float)[:, None], None, seed, B)[:, 0])
-    if not improved.any():
-        return Finding(share, ci, setting, "not reproduced",
-                       "the feedback loop improved no event, so there is no progress to split between rounds")
-    if improved.sum() < MIN_IMPROVED:
-        return Finding(share, ci, setting, "not comparable",
-                       f"only {int(improved.sum())} of {len(wide)} events improved at all: too few to tell how the "
-                       f"progress splits between rounds (the rule needs {MIN_IMPROVED})")
-    first = float(g1.sum() / gf.sum())
-    ok = share < 0.20 and first >= 0.80
-    why = (f"{improved.mean():.0%} of events improve at all ({1 - improved.mean():.0%} not); {share:.0%} improve "
-           f"after round 1; round 1 brings {first:.0%} of the total gain (mean gain {g1.mean():.3f} after round 1, "
-           f"{gf.mean():.3f} after round {max_round})")
-    if not ok:
-        why += ("; later rounds matter more than in the paper" if share >= 0.20 or first < 0.80 else "")
-    return Finding(share, ci, setting, "reproduced" if ok else "not reproduced", why)
+    if allowed < 2 or not (gf > 0).any():
+        return untestable(setting, "the run allowed one feedback round" if allowed < 2 else
+                          "the feedback loop improved no event", cmd)
+    k, n = int((gf > g1 + 1e-12).sum()), len(wide)
+    went_on = int((g1 > 0).sum())     # later rounds run only after a round-1 gain: the most that could improve later
+    if went_on / n <= claim.threshold:
+        return untestable(setting, f"only {went_on} of {n} events gained in round 1 and could go on, so the share "
+                          f"improving later can't exceed {went_on / n:.0%} by construction", cmd)
+    ci = wilson(k, n)
+    v = decide(ci, claim.threshold, "below")
+    first = float(g1.sum() / gf.sum()) if gf.sum() > 0 else float("nan")
+    return Finding(k / n, ci, setting, v, f"{k} of {n} events improve after round 1; {(gf > 0).mean():.0%} improve "
+                   f"at all; round 1 brings {first:.0%} of the total gain", statistic="share of events improving "
+                   "after round 1 (Wilson 95 %)", our_n=n,
+                   n_needed=wilson_n_to_decide(k / n, claim.threshold) if v == "inconclusive" else None)
 
 
 @rule("recap_feedback_no_contamination")
 def feedback_no_contamination(res, claim: Claim) -> Finding:
-    """Reproduced iff on non-training books RECAP finds at most one passage (40 tokens, ≤ ``passage_tolerance``
-    mismatches) per book and target, and its gain over DSP + Jailbreak there is not clearly positive (the paired
-    95 % interval of RECAP − DSP + Jailbreak includes or lies below 0). Our value: the most RECAP passages on any
-    non-training book and target (the paper's "at most a single passage"); the gain and its interval in ``reason``."""
+    """Hypothesis: the feedback loop raises ROUGE-L (RECAP − DSP + Jailbreak) less on non-training books than on
+    training books (independent book-level bootstraps; 95 % interval of training gain − non-training gain above 0).
+    Not testable without a positive control: when the loop gains nothing on training books there is no
+    contamination to miss. Our value: the most RECAP passages on any non-training book and target (the paper: at
+    most 1)."""
     books = res.tables.get("book_scores")
-    tol = res.metrics.get("passage_tolerance", 5)
-    col = f"passages_m{tol}"
-    if books is None or books.empty or "non_training" not in set(books.category):
-        return Finding(None, None, "no non-training books", "not comparable",
-                       NO_BOOKS.format("non-training"))
-    if col not in books.columns:
-        return Finding(None, None, "no passage counts", "not comparable",
-                       f"book_scores has no {col} column (passages at tolerance {tol})")
-    nt = books[(books.category == "non_training") & (books.method == "recap")]
-    worst = int(nt[col].max()) if len(nt) else 0
-    p = _panel(res, "non_training", ("dsp_jb", "recap"))
-    if p is None:
-        return Finding(float(worst), None, "no non-training books scored by both methods", "not comparable",
-                       NO_BOOKS.format("non-training"))
-    st, targets, n = p
-    d = float(st[:, 1].mean() - st[:, 0].mean())
-    lo, hi = _ci(st[:, 1] - st[:, 0])
-    ok = worst <= 1 and lo <= 0
-    why = (f"at most {worst} RECAP passage(s) per non-training book and target; RECAP − DSP + Jailbreak on these "
-           f"books {d:+.3f} [{lo:+.3f}, {hi:+.3f}]")
-    if not ok:
-        why += ("; more than one passage on a non-training book" if worst > 1 else
-                "; the feedback loop clearly raises ROUGE-L on text the models never saw")
-    return Finding(float(worst), None, _setting(res, targets, "non_training", n, f"passages: 40 tokens, ≤ {tol} mismatches"),
-                   "reproduced" if ok else "not reproduced", why)
+    tol = res.metrics["passage_tolerance"]
+    train = [c for c in ("public_domain", "copyrighted") if books is not None and c in set(books.category)]
+    nt = _panel(res, "non_training", ("dsp_jb", "recap"), seed_offset=2)
+    tr = [p for c in train if (p := _panel(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
+    if nt is None or not tr:
+        return untestable("no non-training or training books", NO_BOOKS.format("non-training or training"),
+                          full_command("recap_feedback"))
+    g_tr = np.mean([p[0][:, 1] - p[0][:, 0] for p in tr], axis=0)
+    g_nt = nt[0][:, 1] - nt[0][:, 0]
+    setting = _setting(res, nt[1], "non_training", nt[2], f"passages: 40 tokens, ≤ {tol} mismatches")
+    worst = int(books[(books.category == "non_training") & (books.method == "recap")][f"passages_m{tol}"].max())
+    units = min([_units(p[2], p[1]) for p in tr] + [_units(nt[2], nt[1])])
+    tr_ci = _ci(g_tr, units=units)
+    if tr_ci[0] <= 0:
+        return untestable(setting, f"no positive control: the loop's gain on training books {g_tr.mean():+.3f} "
+                          f"[{tr_ci[0]:+.3f}, {tr_ci[1]:+.3f}] is not above 0", full_command("recap_feedback"))
+    d = g_tr - g_nt
+    ci = _ci(d, units=units)
+    per_book = [w["recap"] - w["dsp_jb"] for c in train
+                if (w := _scores(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
+    w_nt = _scores(res, "non_training", ("dsp_jb", "recap"))
+    seed, B = _seed(res)
+    p = permutation_diff(np.concatenate([x.to_numpy(float) for x in per_book]),
+                         (w_nt["recap"] - w_nt["dsp_jb"]).to_numpy(float), n_resamples=B, seed=seed)
+    v = guard(decide(ci), p)
+    n = nt[2] + sum(p[2] for p in tr)
+    return Finding(float(worst), None, setting, v,
+                   f"gain on training books {g_tr.mean():+.3f}, on non-training books {g_nt.mean():+.3f}; difference "
+                   f"{d.mean():+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; at most {worst} RECAP passage(s) per non-training "
+                   f"book", statistic="most RECAP passages on a non-training book and target; decided on training "
+                   "gain − non-training gain", p_value=p, our_n=n, n_needed=_need(float(d.mean()), ci, n, v))
 
 
-def _frontier_area(rows) -> float:
-    """Mean over query-savings levels s ∈ [0, 1] of the best filtered ROUGE-L reachable while saving ≥ s."""
-    q = rows.queries_saved.to_numpy(float)
-    r = rows.rouge_l_filtered.to_numpy(float)
-    q = np.append(q, 0.0)
-    r = np.append(r, float(rows.rouge_l_unfiltered.iloc[0]))
+def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
+    """Per signal, the frontier area (mean over savings levels 0–1 of the best filtered ROUGE-L reachable while
+    saving at least that share) for each resample of events ``idx`` (B × n)."""
     grid = np.linspace(0, 1, 201)
-    floor = float(r.min())
-    best = [max([rr for qq, rr in zip(q, r) if qq >= s - 1e-12], default=floor) for s in grid]
-    return float(np.mean(best))
+    calls, full, base = (ev[c].to_numpy(float)[idx] for c in ("feedback_calls", "recap", "dsp_jb"))
+    total = calls.sum(axis=1)
+    out = {}
+    for sig in ("hybrid", "rouge_l", "cosine"):
+        s = ev[sig].to_numpy(float)[idx]
+        pts_q, pts_r = [np.zeros(len(idx))], [full.mean(axis=1)]
+        for t in thresholds:
+            keep = s >= t
+            with np.errstate(invalid="ignore", divide="ignore"):
+                pts_q.append(np.where(total > 0, (calls * ~keep).sum(axis=1) / total, 0.0))
+            pts_r.append(np.where(keep, full, base).mean(axis=1))
+        q, r = np.stack(pts_q, 1), np.stack(pts_r, 1)                     # B × points
+        ok = q[:, :, None] >= grid[None, None, :] - 1e-12                   # B × points × grid
+        best = np.where(ok, r[:, :, None], -np.inf).max(axis=1)
+        best = np.where(np.isfinite(best), best, r.min(axis=1, keepdims=True))
+        out[sig] = best.mean(axis=1)
+    return out
 
 
 @rule("recap_filter_hybrid")
 def filter_hybrid(res, claim: Claim) -> Finding:
-    """Reproduced iff the hybrid memorization score gives the best balance of the three filters: the largest area
-    under its frontier of filtered ROUGE-L vs share of feedback queries saved (the mean, over savings levels 0–100 %,
-    of the best ROUGE-L a threshold reaches while saving at least that share), strictly above ROUGE-L's and
-    cosine's. Our value: the hybrid's area (a ROUGE-L). No interval: the trade-off table is an oracle over all
-    events (from unfiltered runs), aggregated in the study."""
-    tr = res.tables.get("filter_tradeoff")
-    if tr is None or tr.empty:
-        return Finding(None, None, "no memorization scores", "not comparable",
-                       "the run computed no memorization scores (memscore disabled), so no filter can be compared")
-    area = {s: _frontier_area(g) for s, g in tr.groupby("signal")}
-    if "hybrid" not in area:
-        return Finding(None, None, "no hybrid score", "not comparable", "the run has no hybrid-score rows")
-    others = {s: a for s, a in area.items() if s != "hybrid"}
-    ok = all(area["hybrid"] > a + 1e-12 for a in others.values())
-    unf = float(tr.rouge_l_unfiltered.iloc[0])
-    h = tr[tr.signal == "hybrid"].sort_values("threshold")
+    """Hypothesis: the hybrid memorization score is the best filter: its frontier area (filtered ROUGE-L over the
+    share of feedback queries saved) exceeds both ROUGE-L's and cosine's; 95 % event-level bootstrap interval of
+    hybrid − the better other above 0. Not testable when the run computed no memorization scores. Our value: the
+    hybrid's filtered ROUGE-L at the threshold saving closest to half the queries (the paper: 0.44, unfiltered 0.53)."""
+    tr, ev = res.tables.get("filter_tradeoff"), res.tables.get("filter_events")
+    if tr is None or tr.empty or ev is None or ev.empty:
+        return untestable("no memorization scores", "the run computed no memorization scores per event",
+                          full_command("recap_feedback"))
+    seed, B = _seed(res)
+    thresholds = sorted(tr.threshold.unique())
+    point = _frontier_areas(ev, thresholds, np.arange(len(ev))[None, :])
+    draws = _frontier_areas(ev, thresholds, np.concatenate(list(resample_indices(len(ev), B, seed))))
+    d = draws["hybrid"] - np.maximum(draws["rouge_l"], draws["cosine"])
+    est = float(point["hybrid"][0] - max(point["rouge_l"][0], point["cosine"][0]))
+    ci = _ci(d, units=len(ev))
+    v = decide(ci)
+    h = tr[tr.signal == "hybrid"]
     mid = h.iloc[(h.queries_saved - 0.5).abs().argmin()]
-    setting = (f"oracle filter on {res.metrics.get('agents', 'deterministic')}-agent RECAP events; "
-               f"thresholds {', '.join(f'{t:g}' for t in sorted(tr.threshold.unique()))}")
-    why = (f"frontier area (mean filtered ROUGE-L over savings 0–100 %): "
-           + ", ".join(f"{s} {a:.3f}" for s, a in sorted(area.items(), key=lambda kv: -kv[1]))
-           + f"; unfiltered {unf:.3f}; hybrid at threshold {mid.threshold:g} saves {mid.queries_saved:.0%} of "
-             f"feedback queries for {mid.rouge_l_filtered:.3f}")
-    if not ok:
-        why += "; the hybrid score is not the best filter here"
-    return Finding(area["hybrid"], None, setting, "reproduced" if ok else "not reproduced", why)
+    return Finding(float(mid.rouge_l_filtered), None, f"oracle filter on {len(ev)} RECAP events; thresholds "
+                   f"{', '.join(f'{t:g}' for t in thresholds)}", v,
+                   "frontier area " + ", ".join(f"{s} {a[0]:.3f}" for s, a in point.items())
+                   + f"; hybrid − best other {est:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; unfiltered "
+                   f"{float(tr.rouge_l_unfiltered.iloc[0]):.3f}; hybrid at {mid.threshold:g} saves {mid.queries_saved:.0%}",
+                   statistic="hybrid-filtered ROUGE-L at ~50 % queries saved; decided on the frontier-area difference",
+                   our_n=len(ev), n_needed=_need(est, ci, len(ev), v))

@@ -240,6 +240,16 @@ def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, var
     return pd.DataFrame(rows)
 
 
+def filter_events(records: Iterable[dict], *, variant: str) -> pd.DataFrame:
+    """The events behind :func:`filter_tradeoff`, one row each: feedback-loop target calls, RECAP's and DSP + JB's
+    score, and the three filter signals (so a rule can resample events)."""
+    recs = [r for r in records if r.get("status") == "ok" and r.get("memscore")]
+    return pd.DataFrame([{"feedback_calls": r["methods"]["recap"]["target_calls"] - r["methods"]["dsp_jb"]["target_calls"],
+                          "recap": r["methods"]["recap"][variant], "dsp_jb": r["methods"]["dsp_jb"][variant],
+                          "hybrid": r["memscore"]["score"], "rouge_l": r["memscore"]["rouge_l"],
+                          "cosine": r["memscore"]["cosine"]} for r in recs])
+
+
 def contamination(records: Iterable[dict], *, overlap_threshold: float) -> pd.DataFrame:
     """App. S analog: are the hints (metadata, feedback) too detailed? Per target and category.
 

@@ -271,6 +271,7 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     # per book and per event, for the paper-vs-ours rules (memlab.methods.recap.claims); not displayed
     res.table("book_scores", books, show=False)
     res.table("feedback_gains_events", gains, show=False)
+    res.table("filter_events", E.filter_events(recs, variant=rs.score_variant), show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
                agents="llm" if method.agents.llm else "deterministic", max_rounds=rs.max_rounds)
     return res

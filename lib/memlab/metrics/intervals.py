@@ -1,0 +1,205 @@
+"""Confidence intervals and tests the paper-vs-ours rules decide on, each defined once (issue 27).
+
+* :func:`wilson`             Wilson score interval of a proportion k / n (never collapses to [0, 0] on few items)
+* :func:`clopper_pearson`    exact (Clopper–Pearson) interval of a proportion
+* :func:`mover_contrast`     interval of p1 − c·p2 for two independent proportions (Newcombe's MOVER from Wilson
+                             limits; c = 1 is Newcombe's hybrid score interval of a difference, method 10)
+* :func:`paired_sign`        exact interval for paired binary outcomes: the share b / (b + c) of discordant pairs
+                             that moved in the claim's direction (McNemar's exact test), and its two-sided p
+* :func:`permutation_diff`   two-sided permutation p of mean(a) − mean(b) (independent groups, seeded)
+* :func:`sign_flip_p`        two-sided sign-flip permutation p of mean(d) = 0 for paired differences (exact for
+                             n <= 16, seeded Monte Carlo above): with few units no bootstrap can claim more
+* :func:`quantile_ci`        percentile interval of bootstrap draws at a given level
+* :func:`expanded_level`     the level at which a percentile bootstrap over n units covers like a t interval
+                             (the expanded percentile interval: plain percentiles undercover on few units)
+* :func:`bonferroni_level`   the per-test level for k tests at family-wise ``alpha``; :func:`holm` adjusts p-values
+* :func:`n_to_decide`        the n at which an interval of the observed half-width would exclude a threshold
+* :func:`wilson_n_to_decide` the same for a proportion, by search on the Wilson interval
+
+Levels are two-sided confidence levels (0.95 = a 95 % interval).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["wilson", "clopper_pearson", "mover_contrast", "paired_sign", "permutation_diff", "sign_flip_p", "quantile_ci",
+           "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
+
+
+def z_of(level: float) -> float:
+    """Two-sided normal quantile of ``level`` (1.96 for 0.95)."""
+    from scipy.stats import norm
+
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    return float(norm.ppf(1 - (1 - level) / 2))
+
+
+def _check(k: int, n: int) -> None:
+    if n < 0 or k < 0 or k > n:
+        raise ValueError(f"a proportion needs 0 <= k <= n, got k = {k}, n = {n}")
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of k successes in n trials; (0, 1) when n = 0 (nothing observed)."""
+    _check(k, n)
+    if n == 0:
+        return 0.0, 1.0
+    z = z_of(level)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Exact (Clopper–Pearson) interval of k successes in n trials; (0, 1) when n = 0."""
+    from scipy.stats import beta
+
+    _check(k, n)
+    if n == 0:
+        return 0.0, 1.0
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
+    return lo, hi
+
+
+def mover_contrast(k1: int, n1: int, k2: int, n2: int, c: float = 1.0,
+                   level: float = 0.95) -> tuple[float, float, float]:
+    """Estimate and interval of p1 − c·p2 (independent groups), combining each proportion's Wilson limits
+    (method of variance estimates recovery). Returns (estimate, low, high)."""
+    p1, p2 = (k1 / n1 if n1 else 0.0), (k2 / n2 if n2 else 0.0)
+    l1, u1 = wilson(k1, n1, level)
+    l2, u2 = wilson(k2, n2, level)
+    est = p1 - c * p2
+    lo = est - math.sqrt((p1 - l1) ** 2 + (c * (u2 - p2)) ** 2)
+    hi = est + math.sqrt((u1 - p1) ** 2 + (c * (p2 - l2)) ** 2)
+    return est, lo, hi
+
+
+def paired_sign(up: int, down: int, level: float = 0.95) -> tuple[float, float, float, float]:
+    """Paired binary outcomes (the same items under two conditions): ``up`` items went 0 → 1, ``down`` went 1 → 0.
+    Returns (share up among discordant, its Clopper–Pearson low, high, two-sided exact p of share = 0.5). With no
+    discordant pair the share is 0.5 and the interval (0, 1): nothing to decide on."""
+    from scipy.stats import binomtest
+
+    m = up + down
+    if m == 0:
+        return 0.5, 0.0, 1.0, 1.0
+    lo, hi = clopper_pearson(up, m, level)
+    return up / m, lo, hi, float(binomtest(up, m, 0.5).pvalue)
+
+
+def permutation_diff(a: Sequence[float], b: Sequence[float], *, n_resamples: int, seed: int) -> float:
+    """Two-sided permutation p-value of |mean(a) − mean(b)| (labels shuffled ``n_resamples`` times, seeded);
+    the observed split counts as one permutation, so p > 0."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if x.size == 0 or y.size == 0:
+        raise ValueError("a permutation test needs both groups non-empty")
+    pooled = np.concatenate([x, y])
+    obs = abs(x.mean() - y.mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(int(n_resamples)):
+        p = rng.permutation(pooled)
+        hits += abs(p[:x.size].mean() - p[x.size:].mean()) >= obs - 1e-12
+    return float((hits + 1) / (int(n_resamples) + 1))
+
+
+def sign_flip_p(d: Sequence[float], *, n_resamples: int, seed: int) -> float:
+    """Two-sided p of mean(d) = 0 under random signs of the paired differences ``d`` (all 2^n sign patterns when
+    n <= 16, else ``n_resamples`` seeded draws; the observed pattern counts)."""
+    x = np.asarray(d, float)
+    if x.size == 0:
+        raise ValueError("a sign-flip test needs at least one difference")
+    obs = abs(x.mean())
+    if x.size <= 16:
+        signs = 1 - 2 * ((np.arange(2 ** x.size)[:, None] >> np.arange(x.size)) & 1)
+        return float(np.mean(np.abs((signs * x).mean(axis=1)) >= obs - 1e-12))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(int(n_resamples), x.size))
+    return float((np.sum(np.abs((signs * x).mean(axis=1)) >= obs - 1e-12) + 1) / (int(n_resamples) + 1))
+
+
+def quantile_ci(draws: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap draws (non-finite draws dropped)."""
+    d = np.asarray(draws, float)
+    d = d[np.isfinite(d)]
+    if d.size == 0:
+        raise ValueError("no finite bootstrap draws")
+    lo, hi = np.quantile(d, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def expanded_level(level: float, n: int) -> float:
+    """Percentile level giving a bootstrap over ``n`` units the width of a Student-t interval: the normal
+    quantile z' = √(n / (n − 1)) · t_{n−1} replaces z (Hesterberg's expanded percentile interval). n = 2 gives
+    (nearly) the whole range of the draws. Raises for n < 2: one unit has no spread to resample."""
+    from scipy.stats import norm, t
+
+    if n < 2:
+        raise ValueError(f"an interval needs at least 2 units, got {n}")
+    z = math.sqrt(n / (n - 1)) * float(t.ppf(1 - (1 - level) / 2, n - 1))
+    return min(float(1 - 2 * norm.sf(z)), 1 - 1e-9)
+
+
+def bonferroni_level(k: int, alpha: float = 0.05) -> float:
+    """Two-sided confidence level of each of ``k`` intervals so that all hold jointly at 1 − alpha."""
+    if k < 1:
+        raise ValueError(f"need at least one test, got {k}")
+    return 1 - alpha / k
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (step-down, monotone, capped at 1), in the input order."""
+    p = np.asarray(p_values, float)
+    order = np.argsort(p)
+    m = p.size
+    adj = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adj[i] = running
+    return adj.tolist()
+
+
+def n_to_decide(estimate: float, ci: tuple[float, float], n: int, threshold: float) -> int | None:
+    """The n at which an interval around ``estimate`` would exclude ``threshold``, if the interval's half-width
+    shrinks as 1/√n from its width at ``n`` (the observed effect assumed true). None when the estimate sits on the
+    threshold (no n decides) or the interval has no width."""
+    half = (ci[1] - ci[0]) / 2
+    gap = abs(estimate - threshold)
+    if n < 1 or gap == 0 or half <= 0:
+        return None
+    return max(n + 1, math.ceil(n * (half / gap) ** 2))
+
+
+def wilson_n_to_decide(p: float, threshold: float, level: float = 0.95, n_max: int = 10**7,
+                       exact: bool = False) -> int | None:
+    """Smallest n at which the Wilson (``exact``: Clopper–Pearson) interval of an observed share ``p`` excludes
+    ``threshold`` (search by doubling, then bisection); None when p equals the threshold or n_max does not
+    suffice."""
+    if p == threshold:
+        return None
+    interval = clopper_pearson if exact else wilson
+
+    def excludes(n: int) -> bool:
+        lo, hi = interval(round(p * n), n, level)
+        return hi < threshold if p < threshold else lo > threshold
+
+    hi = 1
+    while not excludes(hi):
+        hi *= 2
+        if hi > n_max:
+            return None
+    lo = hi // 2
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if excludes(mid) else (mid, hi)
+    return hi

@@ -1,0 +1,48 @@
+"""memlab.metrics.intervals against known values (textbook Wilson / Clopper–Pearson limits, exact sign tests)."""
+
+import pytest
+
+from memlab.metrics.intervals import (bonferroni_level, clopper_pearson, expanded_level, holm, mover_contrast,
+                                      n_to_decide, paired_sign, permutation_diff, sign_flip_p, wilson,
+                                      wilson_n_to_decide)
+
+
+def test_wilson_and_exact_never_collapse_on_few_items():
+    assert wilson(0, 3) == pytest.approx((0.0, 0.5615), abs=1e-4)
+    assert clopper_pearson(0, 3) == pytest.approx((0.0, 0.7076), abs=1e-4)
+    assert clopper_pearson(3, 3)[0] == pytest.approx(0.2924, abs=1e-4)
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    with pytest.raises(ValueError):
+        wilson(4, 3)
+
+
+def test_mover_difference_is_newcombe():
+    est, lo, hi = mover_contrast(56, 70, 48, 80)            # Newcombe (1998) example: 0.2000 [0.0524, 0.3339]
+    assert (est, lo, hi) == pytest.approx((0.2, 0.0524, 0.3339), abs=1e-3)
+    est, lo, hi = mover_contrast(60, 200, 1, 200, c=10)
+    assert est == pytest.approx(0.25) and lo < est < hi
+
+
+def test_paired_sign_is_exact():
+    s, lo, hi, p = paired_sign(2, 0)
+    assert s == 1.0 and lo == pytest.approx(0.1581, abs=1e-4) and p == pytest.approx(0.5)
+    assert paired_sign(0, 0) == (0.5, 0.0, 1.0, 1.0)
+
+
+def test_permutation_and_sign_flip():
+    assert sign_flip_p([1.0, 1.0, 1.0, 1.0], n_resamples=0, seed=0) == pytest.approx(2 / 16)
+    assert permutation_diff([0, 0, 0], [1, 1, 1], n_resamples=999, seed=0) < 0.2
+    assert permutation_diff([0, 1], [1, 0], n_resamples=99, seed=0) == 1.0
+
+
+def test_levels_and_corrections():
+    assert bonferroni_level(4) == pytest.approx(0.9875)
+    assert expanded_level(0.95, 2) > expanded_level(0.95, 10) > expanded_level(0.95, 1000) > 0.95
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_n_to_decide():
+    assert n_to_decide(0.1, (-0.1, 0.3), 10, 0.0) == 40
+    assert n_to_decide(0.0, (-0.1, 0.1), 10, 0.0) is None
+    n = wilson_n_to_decide(0.0, 0.1)
+    assert wilson(0, n)[1] < 0.1 <= wilson(0, n - 1)[1]
