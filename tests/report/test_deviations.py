@@ -46,3 +46,20 @@ def test_page_lists_every_entry():
     for paper, entries in ALL.items():
         html = deviations.page(paper, paper, entries)
         assert html.count('<tr id="dev-') == len(entries)
+
+
+def test_every_deviation_a_claim_names_is_on_its_papers_deviations_page():
+    import yaml
+
+    from memlab.config import CONF_DIR
+
+    known = {}
+    for f in (CONF_DIR / "deviations").glob("*.yaml"):
+        spec = yaml.safe_load(f.read_text())
+        known[spec["paper"]] = {d["id"] for d in spec["deviations"]}
+    named = [(c["paper"], c["id"], d) for f in (CONF_DIR / "paper").glob("*.yaml")
+             for c in yaml.safe_load(f.read_text())["claims"] for d in c.get("deviations") or []]
+    assert named, "no claim names a deviation"
+    same_page = {"001_pearl": "003_pearl"}  # both PEARL seeds share one deviations page (one setup)
+    missing = [(claim, d) for paper, claim, d in named if d not in known.get(same_page.get(paper, paper), set())]
+    assert not missing
