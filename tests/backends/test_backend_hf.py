@@ -333,8 +333,14 @@ def test_bf16_if_fast_loads_float32_without_bf16_units(micro_family):
     assert len(said) == 1 and "→ float32" in said[0] and "memlab: warning" not in run.stderr
     here = build_backend({**micro_family.model_cfg, "dtype": "bfloat16_if_fast"})
     assert here.numerics.split("/")[0] == ("bfloat16" if bf16_is_fast() else "float32")
+    # a preset's dtype follows the run's numeric path: float32 on the default (pinned) path, bfloat16_if_fast under
+    # numerics=native, resolved on this CPU as run.json records it
+    from memlab.numerics import load_profile
+
     cfg = {"requires": {"models": ["models/smollm2-135m-instruct"]}}
-    assert required_dtypes(cfg) == {"smollm2-135m-instruct": "bfloat16" if bf16_is_fast() else "float32"}
+    assert required_dtypes({**cfg, "numerics": load_profile("pinned")}) == {"smollm2-135m-instruct": "float32"}
+    native = required_dtypes({**cfg, "numerics": load_profile("native")})
+    assert native == {"smollm2-135m-instruct": "bfloat16" if bf16_is_fast() else "float32"}
 
 
 def test_wide_output_layer_is_computed_transposed_for_few_rows():

@@ -80,6 +80,9 @@ def grows_with_size(res, c: Claim) -> Finding:
     df = res.tables["pearl_scores"]
     df = df[df.kind == "bitflip"] if "kind" in df.columns else df
     sizes = list(dict.fromkeys(df["size"]))
+    if len(sizes) < 2:
+        return untestable(f"{TINY} size {', '.join(sizes)}", f"the run scored one size only ({', '.join(sizes)}: "
+                          "params.sizes); a trend needs two or more", full_command("pearl_sizes"))
     mem = df[df.split == "member"].pivot_table(index="doc_id", columns="size", values="sensitivity")
     flags = {s: (mem[s] > TAU).to_numpy() for s in sizes}
     level = bonferroni_level(max(1, len(sizes) - 1), ALPHA)
@@ -174,6 +177,10 @@ def task_dependence(res, c: Claim) -> Finding:
     (summarization flags fewer; exact sign test at 95 %, all models and sources). Not testable when completion and
     summarization flag nothing. Our value: documents flagged under both (the paper: 6)."""
     t = res.tables["completion_vs_summarization"]
+    off = [task for task in ("completion", "summarization") if t.empty or t[task].isna().all()]
+    if off:  # a task switched off (params.tasks): never judged on flags it did not measure
+        return untestable("completion vs summarization", f"{' and '.join(off)} did not run (params.tasks)",
+                          full_command("pearl_wild"))
     scores = res.tables.get("pearl_scores")
     if t.empty or (scores is not None and not {"completion", "summarization"} <= set(scores.task_kind)):
         return untestable("no completion/summarization pairs", "the run did not score both tasks",
