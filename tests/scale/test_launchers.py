@@ -25,7 +25,7 @@ def sweep(zoo, results, *extra):
 
 
 def metrics(results):
-    runs = sorted(p for p in (results / "memorization_curve").iterdir() if not p.name.startswith("."))
+    runs = sorted(p for p in (results / "memorization_curve").iterdir() if not p.name.startswith(".") and p.name != "sweeps")
     return {p.name: json.loads((p / "metrics.json").read_text()) for p in runs}
 
 
