@@ -42,10 +42,19 @@ def claim_rows(results: Path, name: str) -> list[dict] | None:
         return list(csv.DictReader(f))
 
 
+def sanity_rows(results: Path, name: str) -> list[dict]:
+    """The rows of an experiment's default-run ``sanity.csv`` (checks of the setup, apart from the claims)."""
+    table = results / name / "default" / "tables" / "sanity.csv"
+    if not table.exists():
+        return []
+    with table.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def claim_line(r: dict) -> str:
     """A claim as one line: verdict, id, our value [interval], n where known, the paper's value."""
     ci = f" [{_fmt(r.get('ci_low'))}, {_fmt(r.get('ci_high'))}]" if r.get("ci_low") not in (None, "") else ""
-    n = f", n {r['our_n']}" if r.get("our_n") else ""
+    n = f", n {_fmt(r['our_n'])}" if r.get("our_n") else ""
     return (f"    {r.get('verdict') or '?':<18s} {r.get('claim_id', '?')}: ours {_fmt(r.get('our_value'))}{ci}{n}"
             f" vs paper {_fmt(r.get('paper_value'))}")
 
@@ -55,14 +64,18 @@ def summary(root: Path) -> str:
     counts: dict[str, int] = {}
     lines = [f"memlab: results of {lock_stamp(root)}"]
     for name in sorted(s.removeprefix("exp-") for s in stages if s.startswith("exp-")):
-        rows = claim_rows(root / "results", name)
-        if rows is None:
+        rows, checks = claim_rows(root / "results", name), sanity_rows(root / "results", name)
+        if rows is None and not checks:
             lines.append(f"  {name}: no default run")
             continue
-        lines.append(f"  {name}: {len(rows)} claim(s)")
-        for r in rows:
+        lines.append(f"  {name}: {len(rows or [])} claim(s), {len(checks)} sanity check(s)")
+        for r in rows or []:
             lines.append(claim_line(r))
             counts[r.get("verdict") or "?"] = counts.get(r.get("verdict") or "?", 0) + 1
+        for c in checks:
+            ok = "passed" if str(c.get("passed")).lower() == "true" else "FAILED"
+            lines.append(f"    sanity {ok:<11s} {c.get('check_id', '?')}: {_fmt(c.get('value'))} "
+                         f"(control {_fmt(c.get('control_value'))})")
     tally = ", ".join(f"{v} {k}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
     lines.append(f"memlab: claims: {tally or 'none'}")
     return "\n".join(lines)
