@@ -63,6 +63,17 @@ def files_record(dist: str) -> str | None:
     return distribution(dist).read_text("RECORD")
 
 
+# RECORD lines the installer writes, not the wheel: bytecode, console scripts outside the package (their shebang
+# names the venv's python, so another checkout hashes them differently) and the installer's own dist-info files
+_INSTALLER_FILES = ("/INSTALLER,", "/REQUESTED,", "/direct_url.json,", "/RECORD,", "/uv_cache.json,")
+
+
+def shipped(record_line: str) -> bool:
+    """Whether a RECORD line is a file the wheel shipped (the same in every venv), not one the installer made."""
+    return ("__pycache__" not in record_line and not record_line.startswith("../")
+            and not any(f in record_line for f in _INSTALLER_FILES))
+
+
 def source_versions(corpus: str) -> dict[str, str]:
     """Version and content hash of every package a corpus is read from, so two machines can tell why their
     hashes differ (Debian: the installed files; PyPI: the wheel's RECORD; sdists: their pinned sha256)."""
@@ -86,7 +97,7 @@ def source_versions(corpus: str) -> dict[str, str]:
         out[f"debian:{pkg}"] = f"{r.stdout.strip()} sha256:{digest.hexdigest()}"
     for pkg in spec.get("pypi", ()):
         try:
-            record = [line for line in (files_record(pkg) or "").splitlines() if "__pycache__" not in line]
+            record = [line for line in (files_record(pkg) or "").splitlines() if shipped(line)]
             out[f"pypi:{pkg}"] = f"{version(pkg)} sha256:{hashlib.sha256(chr(10).join(record).encode()).hexdigest()}"
         except PackageNotFoundError:
             out[f"pypi:{pkg}"] = "not installed"
