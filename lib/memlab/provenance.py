@@ -47,6 +47,8 @@ def settle_notebook(nb_path: Path, root: str) -> None:
         nb.get("metadata", {}).get("papermill", {}).pop(key, None)
     log = []
     for i, cell in enumerate(nb.get("cells", [])):
+        if "id" in cell:  # papermill gives the injected parameters cell a random id: ids by position instead
+            cell["id"] = f"cell-{i}"
         cell.get("metadata", {}).pop("execution", None)
         cell.get("metadata", {}).pop("papermill", None)
         kept = []
