@@ -247,7 +247,10 @@ def index_page(runs: list[Run], sections: list[str], env: str, checkout: Checkou
     body = f"""<h1>memlab: the papers' numbers beside ours</h1>
 <p>Commit <code>{e(checkout.commit)}</code>{e(state)}. Each row is one published claim (<code>conf/paper/</code>)
 judged by a rule written in code on the default run of its experiment: {verdicts}. Open a row's claim for the rule
-and the paper's sentence. Intervals are 95 % bootstrap intervals. <a href="#environment">Environment</a>.</p>
+and the paper's sentence. Each rule states its own interval (Wilson or exact for a proportion, Newcombe's for a
+difference of proportions, a bootstrap of a difference kept only where a permutation or sign-flip test agrees;
+<code>memlab.metrics.intervals</code>),
+at 95 % unless its row says it corrects for several tests. <a href="#environment">Environment</a>.</p>
 <p>Departures from each paper's setup: {deviation_links}</p>
 <h2 id="summary-heading">Summary</h2>
 {counts_line(runs)}
