@@ -127,5 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out) if args.out else results / "report"
     index, archive, runs = build(results, out)
     n_claims = sum(len(r.claims) for r in runs)
+    for r in runs:
+        for problem in r.problems:
+            print(f"memlab: warning: report: {problem} (rerun: python -m memlab.run experiment={r.experiment})",
+                  file=sys.stderr)
     print(f"memlab: report in {index} ({n_claims} claims, {len(runs)} experiments; open it in a browser: "
           f"file://{index.resolve()}); archive {archive}", file=sys.stderr)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memlab.site.markup import VERDICT_CLASS
+
 # the file kinds a run folder contributes to the site: figures, tables, metrics, its config and the notebook's HTML
 COPIED = ("figures/*.png", "figures/captions.json", "tables/*.csv", "metrics.json", "config.yaml", "run.json")
 # changes that `make reproduce` itself makes to a clean checkout: not "dirty" for the report's title
@@ -19,6 +21,7 @@ REPRODUCE_WRITES = ("dvc.lock",)
 # paper ids that name the same paper as another's conf/paper file: seed 001 is the published version of seed 003,
 # and conf/paper/003_pearl.yaml holds the claims of both
 SAME_PAPER = {"001_pearl": "003_pearl"}
+PASSED = ("True", "False", "true", "false")  # a sanity row's `passed` as pandas and as hand-written tables spell it
 
 
 @dataclass
@@ -39,11 +42,32 @@ class Run:
     timing: dict = field(default_factory=dict)   # started, seconds, source
     threads: object = None                       # model.threads of the run's config
     dtypes: str = ""                             # weight dtype of each model, as loaded (run.json)
+    problems: list[str] = field(default_factory=list)  # files of the run the site could not use, and why
 
 
 def read_csv(path: Path) -> list[dict]:
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
+
+
+def checked_rows(path: Path, key: str, column: str, allowed: tuple[str, ...], problems: list[str]) -> list[dict]:
+    """The rows of a run's CSV table that the site can show: each names its ``key`` and has a ``column`` value in
+    ``allowed``. Every other row, or the whole file when it can't be read as such a table, goes into ``problems``
+    (one line each, naming the file), never onto the page as a row without a verdict."""
+    try:
+        rows = read_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        problems.append(f"{path}: unreadable ({exc.__class__.__name__}); its rows are not shown")
+        return []
+    header = set(rows[0]) if rows else set()
+    if rows and not {key, column} <= header:
+        problems.append(f"{path}: not a results table (no {key!r} / {column!r} column); its rows are not shown")
+        return []
+    good = [r for r in rows if r.get(key) and str(r.get(column, "")).strip() in allowed and None not in r]
+    if len(good) < len(rows):
+        problems.append(f"{path}: {len(rows) - len(good)} of {len(rows)} rows without a valid {column!r} "
+                        f"(one of {', '.join(allowed)}) or with extra cells; those rows are not shown")
+    return good
 
 
 def read_json(path: Path) -> dict:
@@ -53,6 +77,13 @@ def read_json(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _json_object(path: Path) -> bool:
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
 
 
 def experiments(results: Path) -> list[str]:
@@ -73,9 +104,9 @@ def read_run(results: Path, experiment: str) -> Run:
     cmp = folder / "tables" / "comparison.csv"
     if cmp.exists():
         run.has_comparison = True
-        run.claims = read_csv(cmp)
+        run.claims = checked_rows(cmp, "claim_id", "verdict", tuple(VERDICT_CLASS), run.problems)  # + older vocabulary
     if (folder / "tables" / "sanity.csv").exists():
-        run.sanity = read_csv(folder / "tables" / "sanity.csv")
+        run.sanity = checked_rows(folder / "tables" / "sanity.csv", "check_id", "passed", PASSED, run.problems)
     run.figures = sorted((folder / "figures").glob("*.png"))
     run.captions = read_json(folder / "figures" / "captions.json")
     first = {"comparison.csv": 0, "sanity.csv": 1}
@@ -83,6 +114,9 @@ def read_run(results: Path, experiment: str) -> Run:
     nb = folder / f"{experiment}.html"
     run.notebook_html = nb if nb.exists() else next(iter(sorted(folder.glob("*.html"))), None)
     run.metrics = folder / "metrics.json" if (folder / "metrics.json").exists() else None
+    for name in ("metrics.json", "run.json"):
+        if (folder / name).exists() and not _json_object(folder / name):
+            run.problems.append(f"{folder / name}: not a JSON object (truncated?); the site shows the run without it")
     run.info = read_json(folder / "run.json")
     run.timing = run_timing(folder, run.info)
     run.threads = _per_model(run.info, "threads") or _model_threads(folder / "config.yaml")

@@ -41,6 +41,7 @@ img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 figure { margin: 1em 0; } figcaption { font-size: 0.9em; }
 pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: 0.5em; font-size: 0.85em; }
 code { font-size: 0.95em; overflow-wrap: anywhere; } .muted { color: #666; }
+.problem { border-left: 4px solid #b00; padding: 0 0.8em; background: #fff4f4; }
 """
 
 
@@ -134,7 +135,7 @@ def csv_page(csv_path: Path, title: str, index: str, note: str = "") -> str:
     """A CSV table as a page of its own, with the CSV kept as a download beside it."""
     import csv
 
-    with csv_path.open(newline="", encoding="utf-8") as f:
+    with csv_path.open(newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
         header = list(reader.fieldnames or [])

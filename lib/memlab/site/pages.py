@@ -135,6 +135,11 @@ def _table_links(r: Run, site_run: Path, page: Path) -> str:
 
 
 # -- index ------------------------------------------------------------------------------------------------------
+def problem_text(problem: str, r: Run) -> str:
+    """A problem line with the run folder's machine path cut to ``<exp>/default/…`` (the site names no machine path)."""
+    return problem.replace(str(r.folder), f"{r.experiment}/default") if r.folder else problem
+
+
 def experiment_section(r: Run, site_run: Path | None, index: Path, checkout: Checkout, sweeps: str) -> str:
     out = [f'<section id="exp-{e(r.experiment)}"><h2>{e(r.experiment)}</h2>']
     if r.folder is None or site_run is None:
@@ -150,6 +155,10 @@ def experiment_section(r: Run, site_run: Path | None, index: Path, checkout: Che
     if r.notebook_html:
         links.append(f'<a href="{href(site_run / r.notebook_html.name, index)}">executed notebook (HTML)</a>')
     out.append("<p>" + " · ".join(links) + "</p>")
+    if r.problems:
+        items = "".join(f"<li>{e(problem_text(p, r))}</li>" for p in r.problems)
+        out.append(f'<div class="problem"><p>Files of this run the report could not use (rerun '
+                   f'<code>python -m memlab.run experiment={e(r.experiment)}</code>):</p><ul>{items}</ul></div>')
     if not r.has_comparison:
         out.append('<p class="muted">no claims yet (this run has no <code>tables/comparison.csv</code>)</p>')
     elif r.claims:
@@ -193,12 +202,9 @@ def checkout_text(checkout: Checkout) -> str:
 
 def numeric_paths(runs: list[Run]) -> str:
     """The numeric path(s) the runs computed on (their run.json): profile, kernels, CPU and instruction sets."""
-    import json
-
     seen = set()
     for r in runs:
-        info = r.folder / "run.json" if r.folder is not None else None
-        num = json.loads(info.read_text()).get("numerics") if info is not None and info.exists() else None
+        num = r.info.get("numerics")  # run.json as read safely (a damaged one is {} and a problem of the run)
         if isinstance(num, dict) and "profile" in num:
             seen.add(f"{num['profile']} — kernels {num.get('kernels')}; CPU {num.get('cpu')} "
                      f"[{', '.join(num.get('isa') or [])}]")
@@ -286,7 +292,7 @@ def run_page(r: Run, site_run: Path, checkout: Checkout, tables_html: dict[str, 
 
 def config_page(r: Run, site_run: Path) -> str:
     """``<exp>/config.html``: the run's config.yaml as text (the run's own content, shown as written)."""
-    text = (site_run / "config.yaml").read_text(encoding="utf-8")
+    text = (site_run / "config.yaml").read_text(encoding="utf-8", errors="replace")
     body = (f"<h1>{e(r.experiment)}: config.yaml</h1><p>As the run wrote it "
             f'(<a href="config.yaml" download>download</a>).</p><pre>{e(text)}</pre>')
     return shell(f"{r.experiment} — config.yaml", body, "run.html")
@@ -296,7 +302,7 @@ def csv_rows_html(path: Path) -> str:
     """A CSV file as an inline HTML table (for run pages)."""
     import csv
 
-    with path.open(newline="", encoding="utf-8") as f:
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
     return rows_table(list(reader.fieldnames or []), rows)
