@@ -9,7 +9,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -57,21 +56,6 @@ def serve_process(cmd: list[str], ready_url: str, log_path: Path, env: dict, wha
             proc.kill()
             proc.wait()
         log.close()
-
-
-@contextlib.contextmanager
-def scripted_server(handler):
-    """A scripted HTTP server (``http.server`` handler class) on a free port of 127.0.0.1, for replies a real
-    server can't be made to give; yields its /v1 base URL."""
-    from http.server import ThreadingHTTPServer
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="session")

@@ -10,15 +10,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError
+from tests.backends.scripted import ScriptedServer, completion
 
 
 def api_cfg(base_url: str, **over) -> dict:
@@ -30,42 +29,15 @@ def api_cfg(base_url: str, **over) -> dict:
 
 
 def _completion(body: dict, text: str | None = "ok", chat: bool = False) -> bytes:
-    choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"} if chat
-              else {"index": 0, "text": text, "finish_reason": "length", "logprobs": None})
-    return json.dumps({"id": "x", "object": "chat.completion" if chat else "text_completion", "created": 0,
-                       "model": body.get("model", "m"), "choices": [choice],
-                       "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}}).encode()
+    return json.dumps(completion(text, body.get("model", "m"), chat)).encode()
 
 
-class _Server:
-    """A threaded server on 127.0.0.1; `answer(body) -> (status, content_type, bytes)` decides each reply."""
-
-    def __init__(self, answer, delay: float = 0.0):
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                time.sleep(delay)
-                status, ctype, payload = answer(body)
-                outer.requests.append(body)  # counted once answered
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _Server(answer, delay: float = 0.0) -> ScriptedServer:  # noqa: N802 (a server, as the other tests name it)
+    """`answer(body) -> (status, content_type, bytes)` decides each reply, sent as is."""
+    def post(body):
+        status, ctype, blob = answer(body)
+        return status, (ctype, blob)
+    return ScriptedServer(post, delay=delay)
 
 
 BAD_ANSWERS = {

@@ -12,7 +12,8 @@ import pytest
 from memlab.backends.base import GenerationRequest as Req, Message
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError, MemlabError
-from tests.backends.conftest import free_port, scripted_server
+from tests.backends.conftest import free_port
+from tests.backends.scripted import scripted_server
 
 
 def api_cfg(base_url: str, model: str, **over) -> dict:

@@ -4,55 +4,27 @@ Real HTTP servers on 127.0.0.1 that answer with the name of the model they serve
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.backends.identity import normalize_base_url
+from tests.backends.scripted import ScriptedServer, completion
 
 
-class _ModelServer:
+class _ModelServer(ScriptedServer):
     """An OpenAI-compatible server on 127.0.0.1: ``models`` is its /v1/models list (mutable: a restart on another
-    model); each completion answers with ``answer(body)``; ``posts`` counts completions."""
+    model); each completion answers with ``answer(server, body)``; ``posts`` lists the completions asked for and
+    ``auth`` the Authorization header of each model-list request."""
 
     def __init__(self, models: list[dict], answer=lambda server, body: body["model"]):
-        self.models, self.posts, self.auth = models, [], []
-        outer = self
+        self.models, self.auth = models, []
+        super().__init__(lambda body: (200, completion(answer(self, body), body["model"])), get=self._model_list)
+        self.posts = self.requests
 
-        class Handler(BaseHTTPRequestHandler):
-            def _send(self, payload: dict):
-                blob = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(blob)))
-                self.end_headers()
-                self.wfile.write(blob)
-
-            def do_GET(self):  # noqa: N802
-                outer.auth.append(self.headers.get("Authorization"))
-                self._send({"object": "list", "data": outer.models})
-
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.posts.append(body)
-                self._send({"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
-                            "choices": [{"index": 0, "text": answer(outer, body), "finish_reason": "length",
-                                         "logprobs": None}],
-                            "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}})
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _model_list(self, headers):
+        self.auth.append(headers.get("Authorization"))
+        return 200, {"object": "list", "data": self.models}
 
 
 def _cfg(url: str, model_id: str, name: str = "served") -> dict:

