@@ -60,13 +60,14 @@ def test_figure_code_captions_reach_captions_json(tmp_path):
     from memlab.methods.pearl import plots
 
     flags = pd.DataFrame({"kind": ["bitflip"] * 4, "split": ["member", "member", "nonmember", "nonmember"],
-                          "alpha": [0.2] * 4, "epoch": [0, 10, 0, 10], "share": [0.0, 0.5, 0.0, 0.17],
-                          "n": [6, 6, 6, 6]})
+                          "alpha": [0.2] * 4, "epoch": [0, 10, 0, 10], "share": [0.0, 0.5, 0.0, 1 / 6],
+                          "flagged": [0, 3, 0, 1], "n": [6, 6, 6, 6]})
     res = StudyResult()
     res.figure("flagged", plots.flagged_by_epoch(flags, ["bitflip"], "sensitivity"))
     (tmp_path / "figures").mkdir()
     Report._write_captions(SimpleNamespace(out_dir=tmp_path), res)
     entry = json.loads((tmp_path / "figures" / "captions.json").read_text())["flagged"]
     assert entry == {"caption": "Share of members and non-members PEARL flags (sensitivity > α) per fine-tuning epoch "
-                                "of the tiny model, one panel per perturbation kind; n = 6 documents per point."}
+                                "of the tiny model, one panel per perturbation kind; bars: 95 % Wilson intervals; "
+                                "n = 6 documents per point."}
     plt.close("all")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from memlab.metrics.intervals import wilson
+
 
 def n_text(frame, what: str = "documents") -> str:
     """"n = 6 documents per point" (or "n = 3–6 …") from a table's ``n`` column; "" when it has none."""
@@ -11,6 +13,27 @@ def n_text(frame, what: str = "documents") -> str:
         return ""
     lo, hi = int(frame["n"].min()), int(frame["n"].max())
     return f"n = {lo} {what} per point" if lo == hi else f"n = {lo}–{hi} {what} per point"
+
+
+def wilson_bounds(flagged, n, scale: float = 1.0):
+    """Lower and upper 95 % Wilson bounds (× ``scale``) of each share ``flagged / n``, as two lists."""
+    bounds = [wilson(int(k), int(m)) for k, m in zip(flagged, n)]
+    return [scale * lo for lo, _ in bounds], [scale * hi for _, hi in bounds]
+
+
+def wilson_yerr(flagged, n, scale: float = 1.0):
+    """``yerr`` for ``errorbar``: distances from each share to its 95 % Wilson bounds (× ``scale``)."""
+    lo, hi = wilson_bounds(flagged, n, scale)
+    mid = [scale * int(k) / int(m) if int(m) else 0.0 for k, m in zip(flagged, n)]
+    return [max(0.0, m - a) for m, a in zip(mid, lo)], [max(0.0, b - m) for m, b in zip(mid, hi)]
+
+
+def dodge(i: int, k: int, x) -> float:
+    """Horizontal offset of series ``i`` of ``k`` drawn at the same x values, so that their error bars don't hide
+    each other: spread over a fifth of the smallest gap between x values (a fifth of 1 for a single x)."""
+    xs = sorted(set(float(v) for v in x))
+    gap = min((b - a for a, b in zip(xs, xs[1:])), default=1.0)
+    return (i - (k - 1) / 2) * gap / 5 / max(k - 1, 1)
 
 
 def caption(fig, text: str):
@@ -26,15 +49,17 @@ def fpr_by_kind(fpr, target_fpr: float):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
     for ax, score in zip(axes, ["sensitivity", "gfd"]):
-        for kind, g in fpr[fpr.score == score].groupby("kind"):
-            ax.plot(g.threshold, g.fpr, marker=".", label=kind)
+        for i, (kind, g) in enumerate(fpr[fpr.score == score].groupby("kind")):
+            ax.plot(g.threshold, g.fpr, marker=".", label=kind, c=f"C{i}")
+            ax.fill_between(g.threshold, *wilson_bounds(g.flagged, g.n), color=f"C{i}", alpha=0.15, lw=0)
         ax.axhline(target_fpr, ls="--", c="grey", lw=1)
         ax.set_xlabel(f"threshold α on {score}")
         ax.set_title(f"FPR of PEARL ({score}) on non-members")
     axes[0].set_ylabel("false positive rate")
     axes[0].legend()
     return caption(fig, f"False positive rate of PEARL on held-out non-members vs the threshold α, per score and "
-                        f"perturbation kind; dashed: the target FPR {target_fpr}; {n_text(fpr, 'non-members')}.")
+                        f"perturbation kind; bands: 95 % Wilson intervals; dashed: the target FPR {target_fpr}; "
+                        f"{n_text(fpr, 'non-members')}.")
 
 
 def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
@@ -43,15 +68,18 @@ def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
 
     fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.5), sharey=True, squeeze=False)
     for ax, kind in zip(axes[0], kinds):
-        for (split, alpha), g in flags[flags.kind == kind].groupby(["split", "alpha"]):
-            ax.plot(g.epoch, 100 * g.share, marker="o" if split == "member" else "x",
-                    ls="-" if split == "member" else "--", label=f"{split}, {score} > {alpha}")
+        groups = list(flags[flags.kind == kind].groupby(["split", "alpha"]))
+        for i, ((split, alpha), g) in enumerate(groups):
+            ax.errorbar(g.epoch + dodge(i, len(groups), flags.epoch), 100 * g.share, yerr=wilson_yerr(g.flagged, g.n, 100), capsize=3,
+                        marker="o" if split == "member" else "x", ls="-" if split == "member" else "--",
+                        label=f"{split}, {score} > {alpha}")
         ax.set_title(f"{kind}: flagged as memorized")
         ax.set_xlabel("fine-tuning epoch")
     axes[0][0].set_ylabel("% of documents")
     axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
     return caption(fig, f"Share of members and non-members PEARL flags ({score} > α) per fine-tuning epoch of the "
-                        f"tiny model, one panel per perturbation kind; {n_text(flags)}.")
+                        f"tiny model, one panel per perturbation kind; bars: 95 % Wilson intervals; {n_text(flags)}.")
 
 
 def auc_by_epoch(auc):
@@ -74,14 +102,15 @@ def fpr_by_size(fpr, sizes: Sequence[str], score: str):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    for size in sizes:
+    for i, size in enumerate(sizes):
         g = fpr[fpr["size"] == size]
-        ax.plot(g.threshold, g.fpr, marker=".", label=f"size {size}")
+        ax.plot(g.threshold, g.fpr, marker=".", label=f"size {size}", c=f"C{i}")
+        ax.fill_between(g.threshold, *wilson_bounds(g.flagged, g.n), color=f"C{i}", alpha=0.12, lw=0)
     ax.set_xlabel(f"threshold on {score}")
     ax.set_ylabel("FPR on non-members")
     ax.legend()
     return caption(fig, f"False positive rate on non-members vs the threshold on {score}, one line per tiny-model "
-                        f"size; {n_text(fpr, 'non-members')}.")
+                        f"size; bands: 95 % Wilson intervals; {n_text(fpr, 'non-members')}.")
 
 
 def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], sources: Sequence[str],
@@ -108,10 +137,12 @@ def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], 
                         & (cal.domain == (domain.iloc[0] if len(domain) else None))]
                 if len(a):
                     ax.hlines(float(a.alpha.iloc[0]), x - 0.5, x + 0.5, colors=f"C{j}", linestyles="--", lw=1)
-        ax.set_xticks([i * (len(tasks) + 1) + (len(tasks) - 1) / 2 for i in range(len(sources))], sources)
+        ax.set_xticks([i * (len(tasks) + 1) + (len(tasks) - 1) / 2 for i in range(len(sources))], sources,
+                      rotation=30, ha="right")  # source names are long: level, they overlap
         ax.set_title(model)
     axes[0][0].set_ylabel("sensitivity (max adjacent falloff)")
     axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
     counts = df.groupby(["model", "task_kind", "source"]).size() if len(df) else None
     n = (f"n = {int(counts.min())}–{int(counts.max())} documents per box" if counts is not None and len(counts)
          else "no documents")
@@ -124,14 +155,22 @@ def mia_vs_pearl(table4):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for split, ls in (("member", "-"), ("nonmember", "--")):
-        for what, c in (("mia", "C0"), ("memo", "C1")):
-            col = f"{split}_{what}_pct"
-            if col in table4:
-                ax.plot(table4.epoch, table4[col], ls=ls, c=c, marker="o" if split == "member" else "x",
+    series = [(split, ls, what, c) for split, ls in (("member", "-"), ("nonmember", "--"))
+              for what, c in (("mia", "C0"), ("memo", "C1"))]
+    for i, (split, ls, what, c) in enumerate(series):
+        col = f"{split}_{what}_pct"
+        if col in table4:
+            n = table4[f"{split}_n"]
+            flagged = (table4[col] / 100 * n).round()
+            ax.errorbar(table4.epoch + dodge(i, len(series), table4.epoch), table4[col],
+                        yerr=wilson_yerr(flagged, n, 100), capsize=3, ls=ls, c=c,
+                        marker="o" if split == "member" else "x",
                         label=f"{'MIA (perplexity)' if what == 'mia' else 'PEARL'} · {split}s")
     ax.set_xlabel("fine-tuning epoch")
     ax.set_ylabel("% flagged (thresholds fixed once)")
     ax.legend(fontsize=8)
+    fig.tight_layout()
     return caption(fig, "Share of members and non-members flagged per fine-tuning epoch by the perplexity MIA and by "
-                        f"PEARL, thresholds fixed once at the first epoch; {n_text(table4)}.")
+                        f"PEARL, thresholds fixed once at the first epoch; bars: 95 % Wilson intervals; members n = "
+                        f"{int(table4.member_n.max())}, non-members n = {int(table4.nonmember_n.max())} (the half not "
+                        f"used to fix the thresholds).")
