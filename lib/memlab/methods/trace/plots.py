@@ -7,8 +7,30 @@ from typing import Sequence
 SETTINGS = ["generic", "specific", "prefix"]
 
 
-def stage_metrics(summary):
-    """ALS, FMR and NVR per training stage, one line per prompt setting; rows = corpus A, B."""
+# each plotted metric and the per-generation column of ``generation_scores`` whose mean it is
+PER_GENERATION = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
+
+
+def mean_bar(x) -> tuple[float, float]:
+    """Distances below and above the mean of ``x`` to its 95 % interval: Wilson's for 0/1 values (a rate: FMR),
+    else ± 1.96 standard errors (0 for fewer than two values). The bars of the stage figures."""
+    import numpy as np
+
+    from memlab.metrics.intervals import wilson
+
+    x = np.asarray(x, dtype=float)
+    if len(x) < 2:
+        return 0.0, 0.0
+    if set(np.unique(x)) <= {0.0, 1.0}:
+        lo, hi = wilson(int(x.sum()), len(x))
+        return max(0.0, x.mean() - lo), max(0.0, hi - x.mean())
+    half = float(1.96 * x.std(ddof=1) / np.sqrt(len(x)))
+    return half, half
+
+
+def stage_metrics(summary, scores):
+    """ALS, FMR and NVR per training stage, one line per prompt setting; rows = corpus A, B; bars: 95 % intervals
+    of the mean over the stage's generations (:func:`mean_bar`; ``scores``: one row per generation)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex=True)
@@ -16,12 +38,19 @@ def stage_metrics(summary):
         for j, m in enumerate(["ALS", "FMR", "NVR"]):
             ax = axes[i][j]
             for setting, g in summary[summary.corpus == c].groupby("setting"):
-                ax.plot(g.stage, g[m], marker="o", label=setting)
+                per = scores[(scores.corpus == c) & (scores.setting == setting)].groupby("stage")
+                bars = [mean_bar(per.get_group(st)[PER_GENERATION[m]]) if st in per.groups else (0.0, 0.0)
+                        for st in g.stage]
+                ax.errorbar(g.stage, g[m], yerr=[[b[0] for b in bars], [b[1] for b in bars]], capsize=3,
+                            marker="o", label=setting)
             ax.set_title(f"corpus {c}: {m}", fontsize=9)
     axes[0][0].legend()
+    n = scores.groupby(["corpus", "stage", "setting"]).size()
     fig.set_label("SimpleTrace metrics (ALS, FMR, NVR) of each training stage's generations, one line per prompt "
-                  "setting, corpus A (top) and B (bottom); each point averages the stage's prompts of that setting "
-                  "(params.n_prompts per corpus).")
+                  "setting, corpus A (top) and B (bottom); each point is the mean over the stage's generations of "
+                  "that setting; bars: 95 % intervals (Wilson for FMR, a rate; ± 1.96 standard errors for ALS and NVR); "
+                  + (f"n = {n.min()}–{n.max()} generations per point." if n.min() != n.max()
+                     else f"n = {n.min()} generations per point."))
     return fig
 
 

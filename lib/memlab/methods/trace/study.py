@@ -178,7 +178,7 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     summary = summary.sort_values(keys).reset_index(drop=True)
     res.table("stage_metrics_full", summary, show=False)
     res.table("stage_metrics", summary[keys + ["ALS", "FMR", "NVR", "token_accuracy", "generations_with_spans"]])
-    res.figure("stage_metrics", plots.stage_metrics(summary))
+    res.figure("stage_metrics", plots.stage_metrics(summary, generation_frame(traces, keys)))
     prop = pd.DataFrame(propensity_rows(summary.to_dict("records"), keys, eps=method.propensity_eps))
     prop = res.table("stage_propensity", prop.sort_values(["corpus", "stage", "setting"]).reset_index(drop=True))
     res.figure("stage_propensity", plots.stage_propensity(prop))
