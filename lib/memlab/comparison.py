@@ -173,6 +173,16 @@ def load_claims(experiment: str | None = None, kind: str | None = None) -> list[
     return out
 
 
+def paper_mark(claim_id: str) -> tuple[float, str] | None:
+    """A claim's paper value and a legend label naming where the paper gives it ("paper, Fig. 4 (a)"), for the
+    figures that draw the paper's number beside ours; None when the claim gives no number."""
+    found = [c for c in load_claims() if c.id == claim_id]
+    if not found:
+        raise ConfigError(f"no claim {claim_id!r} in {paper_dir()}")
+    c = found[0]
+    return (float(c.value), f"paper, {c.where}") if isinstance(c.value, (int, float)) else None
+
+
 def rules_for(experiment: str) -> None:
     """Import the rule module of ``experiment`` (it registers its rules)."""
     for prefix, module in RULE_MODULES.items():

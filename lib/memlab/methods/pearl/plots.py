@@ -43,8 +43,9 @@ def caption(fig, text: str):
     return fig
 
 
-def fpr_by_kind(fpr, target_fpr: float):
-    """FPR of PEARL on non-members vs threshold α, one panel per score, one line per perturbation kind."""
+def fpr_by_kind(fpr, target_fpr: float, paper: tuple[float, float, str] | None = None):
+    """FPR of PEARL on non-members vs threshold α, one panel per score, one line per perturbation kind; ``paper``
+    = (α, FPR, label): the paper's point, drawn as a star on the sensitivity panel."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
@@ -53,17 +54,22 @@ def fpr_by_kind(fpr, target_fpr: float):
             ax.plot(g.threshold, g.fpr, marker=".", label=kind, c=f"C{i}")
             ax.fill_between(g.threshold, *wilson_bounds(g.flagged, g.n), color=f"C{i}", alpha=0.15, lw=0)
         ax.axhline(target_fpr, ls="--", c="grey", lw=1)
+        if paper and score == "sensitivity":
+            ax.plot([paper[0]], [paper[1]], marker="*", ms=12, ls="", c="k", label=paper[2])
         ax.set_xlabel(f"threshold α on {score}")
         ax.set_title(f"FPR of PEARL ({score}) on non-members")
     axes[0].set_ylabel("false positive rate")
     axes[0].legend()
+    fig.tight_layout()
     return caption(fig, f"False positive rate of PEARL on held-out non-members vs the threshold α, per score and "
-                        f"perturbation kind; bands: 95 % Wilson intervals; dashed: the target FPR {target_fpr}; "
+                        f"perturbation kind; bands: 95 % Wilson intervals; dashed: the target FPR {target_fpr}"
+                        f"{'; star: the paper’s FPR at α = ' + format(paper[0]) if paper else ''}; "
                         f"{n_text(fpr, 'non-members')}.")
 
 
-def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
-    """% of documents flagged per fine-tuning epoch, members vs non-members, one panel per kind."""
+def flagged_by_epoch(flags, kinds: Sequence[str], score: str, paper: tuple[float, str] | None = None):
+    """% of documents flagged per fine-tuning epoch, members vs non-members, one panel per kind; ``paper`` =
+    (share of members, label): the paper's share at the last epoch, drawn as a star."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.5), sharey=True, squeeze=False)
@@ -73,13 +79,16 @@ def flagged_by_epoch(flags, kinds: Sequence[str], score: str):
             ax.errorbar(g.epoch + dodge(i, len(groups), flags.epoch), 100 * g.share, yerr=wilson_yerr(g.flagged, g.n, 100), capsize=3,
                         marker="o" if split == "member" else "x", ls="-" if split == "member" else "--",
                         label=f"{split}, {score} > {alpha}")
+        if paper:
+            ax.plot([flags.epoch.max()], [100 * paper[0]], marker="*", ms=12, ls="", c="k", label=paper[1])
         ax.set_title(f"{kind}: flagged as memorized")
         ax.set_xlabel("fine-tuning epoch")
     axes[0][0].set_ylabel("% of documents")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     return caption(fig, f"Share of members and non-members PEARL flags ({score} > α) per fine-tuning epoch of the "
-                        f"tiny model, one panel per perturbation kind; bars: 95 % Wilson intervals; {n_text(flags)}.")
+                        f"tiny model, one panel per perturbation kind; bars: 95 % Wilson intervals"
+                        f"{'; star: the paper’s share of members at its last epoch' if paper else ''}; {n_text(flags)}.")
 
 
 def auc_by_epoch(auc):
@@ -109,6 +118,7 @@ def fpr_by_size(fpr, sizes: Sequence[str], score: str):
     ax.set_xlabel(f"threshold on {score}")
     ax.set_ylabel("FPR on non-members")
     ax.legend()
+    fig.tight_layout()
     return caption(fig, f"False positive rate on non-members vs the threshold on {score}, one line per tiny-model "
                         f"size; bands: 95 % Wilson intervals; {n_text(fpr, 'non-members')}.")
 

@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memlab.data.sampling import sample_docs
+from memlab.comparison import paper_mark
 from memlab.errors import ConfigError
 from memlab.methods.pearl import plots
 from memlab.methods.pearl import tables as T
 from memlab.methods.pearl.acr_params import AcrParams
 from memlab.methods.pearl.calibration import calibrate_alpha
+from memlab.methods.pearl.claims import TAU
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.results import StudyResult
 from memlab.schema import check
@@ -114,7 +116,8 @@ def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResu
               .reset_index(), show=False)
     fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["kind"])
     res.table("fpr_vs_threshold", fpr, show=False)  # on the evaluation half of the non-members
-    res.figure("fpr_vs_threshold", plots.fpr_by_kind(fpr, p.target_fpr))
+    mark = paper_mark("pearl_calibration_low_fpr")
+    res.figure("fpr_vs_threshold", plots.fpr_by_kind(fpr, p.target_fpr, mark and (TAU, *mark)))
     cal = T.calibration_table(df, [p.target_fpr], by=["kind"])
     res.table("alpha_at_target_fpr", cal.round(4))
     res.metric(**{f"alpha_{r.kind}_{r.score}": r.alpha for r in cal.itertuples()},
@@ -146,7 +149,8 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
     res.table("flagged_share_by_epoch", flags.round(4), show=False)
     res.table("flagged_share_by_epoch_wide", flags.pivot_table(index=["kind", "alpha", "split"], columns="epoch",
                                                                values="share").round(2).reset_index(), show=False)
-    res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, method.decision_score))
+    res.figure("flagged_share_by_epoch", plots.flagged_by_epoch(flags, st.kinds, method.decision_score,
+                                                                 paper_mark("pearl_epochs_members_vs_nonmembers")))
     last = flags[flags.epoch == max(st.epochs)]
     res.metric(**{f"final_share_{r.kind}_{r.split}_a{r.alpha}": r.share for r in last.itertuples()})
     from memlab.methods.pearl.acr import acr_figure, acr_table  # torch: imported when the study runs
