@@ -49,7 +49,7 @@ def _changed_tables(groups: list[list[Path]]) -> dict[str, tuple[int, int]]:
             files = [f / "tables" / name for f in folders]
             if not _differ(files):
                 continue
-            lines = [f.read_text().splitlines()[1:] if f.is_file() else [] for f in files]
+            lines = [f.read_bytes().splitlines()[1:] if f.is_file() else [] for f in files]
             n = max(len(ls) for ls in lines)
             rows = sum(len({ls[i] if i < len(ls) else None for ls in lines}) > 1 for i in range(n))
             old = changed.get(name, (0, 0))
