@@ -10,6 +10,9 @@ expands the command line's overrides the way Hydra's basic sweeper does, finds e
   of the other swept keys; without claims, the numeric metrics that vary across points (at most ``MAX_PANELS``);
 * ``sweep.json`` — what was swept, the command, the number of points and of missing ones, the figure's caption.
 
+A swept key that changed no byte of any point's ``metrics.json`` is one warning naming the tables it did change
+(:mod:`memlab.sweep_effects`).
+
 The report site (:mod:`memlab.site.sweep_pages`) shows every sweep present.
 """
 
@@ -185,6 +188,7 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
     from omegaconf import OmegaConf
 
     from memlab.config import compose
+    from memlab.sweep_effects import warn_idle_keys
 
     swept, points = expand(overrides)
     if not points or len(points) < 2:
@@ -199,6 +203,7 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
             results = Path(OmegaConf.select(cfg, "paths.results"))
             out.append(summarize(results, experiment, overrides))
             print(f"memlab: sweep summary in {out[-1]}", file=sys.stderr)
+            warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted
     except (MemlabError, OSError, ValueError, KeyError) as err:
         print(f"memlab: warning: no sweep summary: {err}", file=sys.stderr)
     return out

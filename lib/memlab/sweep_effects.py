@@ -1,0 +1,68 @@
+"""Which swept keys changed nothing a sweep's summary shows: after ``python -m memlab.run -m …``, a swept key whose
+points wrote byte-identical ``metrics.json`` is one warning line naming the tables that did change.
+
+A scalar key often acts on one table only (``method.alpha`` is the threshold of PEARL's flag tables): the sweep's
+summary, built from ``metrics.json``, then shows flat lines, and the warning says where the effect is. Points are
+compared within each combination of the other swept keys' values; points that did not run are left out, and a key
+is judged only when some combination has two points that ran.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def idle_keys(results: Path, experiment: str, overrides: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
+    """Swept key → {table file name → (rows that differ, rows)} for every swept key that changed no byte of
+    ``metrics.json`` across its points ({} as the tables when no table differs either)."""
+    from memlab.run import run_key
+    from memlab.sweeps import _experiment_of, expand
+
+    swept, points = expand(overrides)
+    points = [p for p in points if _experiment_of(p) in (None, experiment)]
+    folders = {tuple(p): results / experiment / run_key(p) for p in points}
+    out = {}
+    for key in (k for k in swept if k != "experiment"):
+        groups: dict[tuple, list[Path]] = {}
+        for p in points:
+            rest = tuple(o for o in p if o.split("=", 1)[0] in swept and o.split("=", 1)[0] != key)
+            if (folders[tuple(p)] / "metrics.json").is_file():
+                groups.setdefault(rest, []).append(folders[tuple(p)])
+        groups = {g: fs for g, fs in groups.items() if len(fs) > 1}
+        if not groups or any(_differ([f / "metrics.json" for f in fs]) for fs in groups.values()):
+            continue
+        out[key] = _changed_tables(list(groups.values()))
+    return out
+
+
+def _differ(files: list[Path]) -> bool:
+    return len({f.read_bytes() if f.is_file() else None for f in files}) > 1
+
+
+def _changed_tables(groups: list[list[Path]]) -> dict[str, tuple[int, int]]:
+    """Table file name → (data rows that differ at the same position in some group, most data rows of a point)."""
+    changed = {}
+    for folders in groups:
+        names = sorted({t.name for f in folders for t in (f / "tables").glob("*.csv")})
+        for name in names:
+            files = [f / "tables" / name for f in folders]
+            if not _differ(files):
+                continue
+            lines = [f.read_bytes().splitlines()[1:] if f.is_file() else [] for f in files]
+            n = max(len(ls) for ls in lines)
+            rows = sum(len({ls[i] if i < len(ls) else None for ls in lines}) > 1 for i in range(n))
+            old = changed.get(name, (0, 0))
+            changed[name] = (max(old[0], rows), max(old[1], n))
+    return changed
+
+
+def warn_idle_keys(results: Path, experiment: str, overrides: list[str]) -> list[str]:
+    """Print (and return) one warning line per swept key that changed no metric in ``metrics.json``."""
+    lines = []
+    for key, tables in idle_keys(results, experiment, overrides).items():
+        where = ", ".join(f"tables/{name} ({rows} of {n} rows)" for name, (rows, n) in tables.items())
+        lines.append(f"memlab: warning: sweeping {key} changed no metric in metrics.json; it changed "
+                     + (where or "nothing at all"))
+        print(lines[-1], file=sys.stderr)
+    return lines
