@@ -87,8 +87,10 @@ def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
 
 
 def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_family):
-    """`python -m memlab.run -m` on the demo with a micro zoo (two points): the summary finds both run folders,
-    so its keys are the runner's."""
+    """`python -m memlab.run -m` on the demo with a micro zoo (2 × 2 points): the summary finds every run folder,
+    so its keys are the runner's. `params.epoch_every` is ignored when `params.epochs` lists the epochs: sweeping it
+    changes nothing, and the runner says so in one warning; `params.n_probes` changes the metrics and is no warning
+    (the control). (`seed` would warn too: with 6 probes of a two-chapter family every seed draws the same probes.)"""
     import subprocess
     import sys
 
@@ -96,12 +98,14 @@ def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_fami
     results = tmp_path / "results"
     args = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "params.family=micro",
             f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={results}",
-            f"paths.cache={zoo / 'cache'}", "logger=null", "params.n_probes=6", "params.prefix_len=8",
-            "params.cont_len=8", "params.sizes=[xs]", "params.epochs=[1,2]", "params.epoch_every=1",
-            "seed=0,1"]
+            f"paths.cache={zoo / 'cache'}", "logger=null", "params.n_probes=4,6", "params.prefix_len=8",
+            "params.cont_len=8", "params.sizes=[xs]", "params.epochs=[1,2]", "params.epoch_every=1,2"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     (folder,) = (results / "memorization_curve" / "sweeps").iterdir()
     table = pd.read_csv(folder / "sweep.csv")
-    assert list(table["seed"]) == [0, 1] and table["ran"].all()
+    assert sorted(table["params.n_probes"]) == [4, 4, 6, 6] and table["ran"].all()
     assert (folder / "sweep.png").exists() and "memlab: sweep summary in" in r.stderr
+    warnings = [line for line in r.stderr.splitlines() if "changed no metric" in line]
+    assert warnings == ["memlab: warning: sweeping params.epoch_every changed no metric in metrics.json; "
+                        "it changed nothing at all"], r.stderr[-3000:]
