@@ -101,6 +101,28 @@ def summarize(results: Path, experiment: str, overrides: list[str]) -> Path:
     return out
 
 
+def log_wandb(logger: dict, experiment: str, folder: Path) -> None:
+    """Log a sweep summary to W&B as one run of job type ``sweep`` in the experiment's group (where its points'
+    runs are): the swept keys as config, ``sweep.csv`` as a table, ``sweep.png`` as an image."""
+    import os
+
+    import pandas as pd
+    import wandb
+
+    meta = json.loads((folder / "sweep.json").read_text())
+    os.environ.setdefault("WANDB_SILENT", "true")
+    run = wandb.init(project=logger["project"], entity=logger["entity"], mode=logger["mode"], dir=logger["dir"],
+                     group=experiment, job_type="sweep", name=f"{experiment}/sweeps/{folder.name}",
+                     config={"swept": meta["swept"], "command": meta["command"]}, reinit="finish_previous")
+    try:
+        run.log({"sweep/table": wandb.Table(dataframe=pd.read_csv(folder / "sweep.csv"))})
+        if (folder / "sweep.png").exists():
+            run.log({"sweep/figure": wandb.Image(str(folder / "sweep.png"), caption=meta["caption"])})
+        run.summary.update({"points": meta["points"], "missing": meta["missing"]})
+    finally:
+        run.finish()
+
+
 def _experiment_of(point: list[str]) -> str | None:
     return next((o.split("=", 1)[1] for o in point if o.startswith("experiment=")), None)
 
@@ -203,6 +225,12 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
             results = Path(OmegaConf.select(cfg, "paths.results"))
             out.append(summarize(results, experiment, overrides))
             print(f"memlab: sweep summary in {out[-1]}", file=sys.stderr)
+            if OmegaConf.select(cfg, "logger.name") == "wandb":
+                try:
+                    log_wandb(OmegaConf.to_container(cfg.logger, resolve=True), experiment, out[-1])
+                except Exception as err:  # W&B's own errors have no common base; the summary is written anyway
+                    print(f"memlab: warning: sweep summary not logged to W&B: {err.__class__.__name__}: {err}",
+                          file=sys.stderr)
             warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted
     except (MemlabError, OSError, ValueError, KeyError) as err:
         print(f"memlab: warning: no sweep summary: {err}", file=sys.stderr)

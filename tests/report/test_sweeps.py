@@ -109,3 +109,16 @@ def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_fami
     warnings = [line for line in r.stderr.splitlines() if "changed no metric" in line]
     assert warnings == ["memlab: warning: sweeping params.epoch_every changed no metric in metrics.json; "
                         "it changed nothing at all"], r.stderr[-3000:]
+
+
+def test_sweep_summary_is_logged_to_wandb_in_the_experiments_group(swept, tmp_path):
+    """The summary goes to W&B (offline here) as a `sweep` run of the experiment's group: its table and figure."""
+    from memlab.sweeps import log_wandb
+
+    results, _ = swept
+    out = summarize(results, "pearl_mia", OVERRIDES)
+    log_wandb({"project": "memlab", "entity": None, "mode": "offline", "dir": str(tmp_path)}, "pearl_mia", out)
+    (offline,) = (tmp_path / "wandb").glob("offline-run-*")
+    logged = b"".join(p.read_bytes() for p in offline.rglob("*.wandb"))
+    assert b"sweep/table" in logged and b"sweep/figure" in logged
+    assert b"pearl_mia/sweeps/" + sweep_id(OVERRIDES).encode() in logged and b"pearl_mia" in logged
