@@ -24,7 +24,7 @@ from memlab.errors import ConfigError, MissingSourceError
 from memlab.methods.recap import evaluate as E
 from memlab.methods.recap import plots
 from memlab.methods.recap.agents import (ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier,
-                                         agent_fallbacks)
+                                         agent_fallbacks, agents_label)
 from memlab.methods.recap.config import RecapConfig
 from memlab.methods.recap.extraction import ExtractionAgent
 from memlab.methods.recap.memscore import make_memscore_fn
@@ -259,7 +259,7 @@ def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Pa
     res.table("refusals", df.groupby(["target", "category", "method"])
               .agg(events=("event", "count"), blocked=("blocked", "mean")).reset_index(), show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples,  # claims.py reads these
-               agents="llm" if method.agents.llm else "deterministic")
+               agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]))
     return res
 
 
@@ -297,5 +297,6 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     res.table("feedback_gains_events", gains, show=False)
     res.table("filter_events", E.filter_events(recs, variant=rs.score_variant), show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
-               agents="llm" if method.agents.llm else "deterministic", max_rounds=rs.max_rounds)
+               agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]),
+               max_rounds=rs.max_rounds)
     return res
