@@ -83,6 +83,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
     nb_in = Path(resolved["paths"]["notebooks"]) / resolved["notebook"]
     if not nb_in.exists():
         raise ConfigError(f"experiment '{name}' names notebook {nb_in} which does not exist")
+    check_notebook(nb_in, resolved["paths"]["root"])
     check_loopback()
     numerics.hand_over(resolved["numerics"]["name"])  # the kernel computes on the run's numeric path
     work.mkdir(parents=True, exist_ok=True)
@@ -96,6 +97,9 @@ def execute(cfg: DictConfig, key: str) -> Path:
     print(f"memlab: running {name} [{key}] → {final}", file=sys.stderr)
     try:
         _papermill(nb_in, nb_out, resolved)
+    except KernelDied as err:  # kept like Ctrl-C: the same command resumes from the partial folder
+        raise MemlabError(f"{err}; its partial folder {work} is kept (the same command resumes it) and the "
+                          "previous result is untouched") from None
     except MemlabError as err:
         settle_notebook(nb_out, root)
         _html(nb_out)
@@ -125,6 +129,46 @@ def _swap_in(work: Path, final: Path) -> None:
         final.rename(old)
     work.rename(final)
     shutil.rmtree(old, ignore_errors=True)
+
+
+class KernelDied(MemlabError):
+    """The notebook's kernel died while a cell ran (the OOM killer's SIGKILL, ``os._exit`` in the cell)."""
+
+
+def check_notebook(nb_in: Path, root: str) -> None:
+    """A truncated or corrupt notebook file is one line naming it and how to restore it, before anything runs."""
+    _without_iri_grammar()
+    import nbformat
+
+    try:
+        nbformat.read(str(nb_in), as_version=4)
+    except Exception as err:  # noqa: BLE001 - NotJSONError, ValidationError, UnicodeDecodeError, KeyError …
+        try:
+            shown = nb_in.resolve().relative_to(Path(root).resolve())
+        except ValueError:
+            shown = nb_in
+        why = " ".join(str(err).split())[:120] or type(err).__name__
+        raise MemlabError(f"notebook {nb_in} is not a valid notebook ({type(err).__name__}: {why}); restore it "
+                          f"(`git checkout -- {shown}`) and run again") from None
+
+
+def _dead_kernel(nb_in: Path, nb_out: Path) -> KernelDied | None:
+    """The cell that was running when the kernel died (papermill stamps ``start_time`` on each cell it starts and
+    saves the output notebook after each cell); None when no cell started (the kernel never ran)."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(str(nb_out), as_version=4).cells
+    except Exception:  # noqa: BLE001 - no output notebook: the kernel never ran a cell
+        return None
+    started = [i for i, c in enumerate(cells) if c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    if not started:
+        return None
+    i = started[-1]
+    first = next((ln.strip() for ln in cells[i].source.splitlines() if ln.strip()), "")
+    return KernelDied(f"the notebook's kernel died during cell {i + 1}/{len(cells)} of {nb_in.name} (`{first[:60]}`),"
+                      " likely killed: out of memory (the OOM killer; see `dmesg`) or os._exit in the cell; free "
+                      "memory (or make the run smaller) and run again")
 
 
 def check_loopback() -> None:
@@ -184,6 +228,9 @@ def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
     except (RuntimeError, TimeoutError) as err:  # the kernel never started or died (jupyter_client's errors)
         if "kernel" not in str(err).lower():
             raise
+        died = _dead_kernel(nb_in, nb_out)
+        if died is not None:
+            raise died from None
         raise MemlabError(f"the notebook kernel did not run ({str(err).splitlines()[0]}); it talks to the runner "
                           "over 127.0.0.1 — check the loopback interface and that ipykernel is installed") from None
 

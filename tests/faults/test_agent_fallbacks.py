@@ -1,6 +1,7 @@
 """LLM agents that fall back say so (issue 33): a served model that never answers the JSON the agents expect
 (SmolLM2 through a llama-cpp server did this) — each agent's fallbacks are counted for metrics.json
-(``agent_fallbacks/<agent>``) and one console line per agent says it fell back. A real HTTP server on 127.0.0.1
+(``agent_fallbacks/<agent>``), one console line per agent says it fell back, and the agents' label in
+metrics.json and the claims' settings says ``llm (fell back: …)`` instead of ``llm``. A real HTTP server on 127.0.0.1
 answering prose."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from memlab.backends.factory import build_backend
 from memlab.schema import method_config
-from memlab.methods.recap.agents import agent_fallbacks
+from memlab.methods.recap.agents import agent_fallbacks, agents_label
 from memlab.methods.recap.study import build_agents
 from tests.backends.scripted import ScriptedServer, completion
 
@@ -39,3 +40,29 @@ def test_fallbacks_are_counted_per_agent_and_said_once_each(capsys):
         assert {ln.split()[3] for ln in said} == {"contamination_judge", "verifier"}
     finally:
         server.close()
+
+
+def test_the_agents_label_of_the_claims_names_the_fallbacks():
+    from types import SimpleNamespace
+
+    from memlab.methods.recap.claims import _setting
+
+    server = _ProseServer()
+    try:
+        llm = build_backend({"name": "smol", "backend": "openai", "base_url": server.url, "api_key_env": None,
+                             "model_id": "smol", "chat": True, "concurrency": 1, "max_retries": 0, "timeout": 10})
+        _, agents = build_agents(method_config("recap"), llm)
+        agents.judge.judge([REF, REF, REF], ["one", "two", "three"])  # three fallbacks: no JSON
+        counts = agent_fallbacks(agents.judge, agents.verifier)
+    finally:
+        server.close()
+    assert agents_label("llm", counts) == "llm (fell back: contamination_judge 3)"
+    res = SimpleNamespace(metrics={"agents": "llm", **counts})  # a metrics.json written before the label said so
+    assert "; EchoTrace-mini; llm (fell back: contamination_judge 3) agents" in _setting(res, ["t"], "copyrighted", 4)
+    # the controls: no fallback keeps "llm"; deterministic agents stay "deterministic"
+    quiet = {k: 0 for k in counts}
+    assert agents_label("llm", quiet) == "llm"
+    assert _setting(SimpleNamespace(metrics={"agents": "llm", **quiet}), ["t"], "copyrighted", 4).endswith("; llm agents")
+    assert agents_label("deterministic", counts) == "deterministic"
+    assert agents_label("llm", {"agent_fallbacks/verifier": 7, "agent_fallbacks/summary": 1,
+                                "agent_fallbacks/feedback": 0}) == "llm (fell back: verifier 7, summary 1)"

@@ -1,5 +1,5 @@
-"""The runner survives its users (issue 33): a results path that is a file, Ctrl-C during a run and a full disk
-each end in one line (no traceback), a nonzero exit, and nothing of the previous result lost."""
+"""The runner survives its users (issue 33): a results path that is a file, Ctrl-C during a run, a full disk, a
+kernel killed mid-cell and a truncated notebook file each end in one line (no traceback), a nonzero exit, and nothing of the previous result lost."""
 
 from __future__ import annotations
 
@@ -69,3 +69,71 @@ def test_full_disk_during_a_run_is_one_line(tmp_path):
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("memlab: error:")]
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert len(errors) == 1 and "disk full" in errors[0], r.stderr
+
+
+def _notebooks_with(tmp_path, source: str | None = None, truncate: bool = False):
+    """A copy of notebooks/memorization_curve.ipynb: a cell ``source`` inserted before the study cell, or the
+    file cut in half (what an interrupted copy or a full disk leaves)."""
+    import json
+
+    from memlab.config import repo_root
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    text = (repo_root() / "notebooks" / "memorization_curve.ipynb").read_text()
+    if truncate:
+        (folder / "memorization_curve.ipynb").write_text(text[: len(text) // 2])
+        return folder
+    nb = json.loads(text)
+    nb["cells"].insert(4, {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+                           "source": source})
+    for i, cell in enumerate(nb["cells"]):
+        cell["id"] = f"cell-{i}"
+    (folder / "memorization_curve.ipynb").write_text(json.dumps(nb))
+    return folder
+
+
+@pytest.mark.parametrize("kill", ["import os, signal\nos.kill(os.getpid(), signal.SIGKILL)  # the OOM killer",
+                                  "import os\nos._exit(3)"])
+def test_kernel_killed_mid_cell_is_one_line_and_keeps_the_partial_folder(tmp_path, kill):
+    results = tmp_path / "results"
+    r = subprocess.run(_cmd(results, f"paths.notebooks={_notebooks_with(tmp_path, kill)}"), capture_output=True,
+                       text=True, timeout=300)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("memlab: error:")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(errors) == 1 and "kernel died during cell 6/9 of memorization_curve.ipynb" in errors[0], r.stderr
+    assert "out of memory" in errors[0] and "os._exit" in errors[0] and "loopback" not in errors[0], errors[0]
+    assert ".default.partial is kept" in errors[0], errors[0]
+    assert (results / "memorization_curve" / ".default.partial" / "config.yaml").exists()
+    assert not (results / "memorization_curve" / "default.failed").exists()
+
+
+def test_a_cell_that_raises_is_still_a_cell_failure(tmp_path):  # the control: a live kernel's error is not a death
+    r = subprocess.run(_cmd(tmp_path / "results", f"paths.notebooks={_notebooks_with(tmp_path, 'raise ValueError(7)')}"),
+                       capture_output=True, text=True, timeout=300)
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("memlab: error:")]
+    assert r.returncode == 2 and len(errors) == 1, r.stderr
+    assert "failed in cell" in errors[0] and "ValueError: 7" in errors[0] and "kernel died" not in errors[0]
+
+
+def test_truncated_notebook_file_is_one_line_naming_it_and_git_checkout(tmp_path):
+    folder = _notebooks_with(tmp_path, truncate=True)
+    r = subprocess.run(_cmd(tmp_path / "results", f"paths.notebooks={folder}"), capture_output=True, text=True,
+                       timeout=300)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(lines) == 1 and str(folder / "memorization_curve.ipynb") in lines[0], r.stderr
+    assert "is not a valid notebook" in lines[0] and "git checkout -- " in lines[0], lines[0]
+    assert not (tmp_path / "results" / "memorization_curve").exists()  # refused before the run folder
+
+
+def test_notebook_check_names_the_checkout_path_and_passes_a_whole_notebook(tmp_path):
+    from memlab.errors import MemlabError
+    from memlab.run import check_notebook
+
+    folder = _notebooks_with(tmp_path, truncate=True)
+    with pytest.raises(MemlabError, match=r"`git checkout -- notebooks/memorization_curve.ipynb`"):
+        check_notebook(folder / "memorization_curve.ipynb", str(tmp_path))
+    (tmp_path / "whole").mkdir()
+    whole = _notebooks_with(tmp_path / "whole", "1 + 1")
+    check_notebook(whole / "memorization_curve.ipynb", str(tmp_path))  # a valid notebook: no error

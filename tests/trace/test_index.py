@@ -105,6 +105,43 @@ def test_tokenizer_mismatch_is_refused(sa_index, tmp_path, corpus):
         Tracer(sa_index, other, k_frac=0.05, doc_cap=10, min_span_tokens=1, min_full_match_words=8)
 
 
+def _lowercasing(tokenizer):
+    """The same vocabulary, merges and specials, with a lowercasing normalizer (the fault of issue 33)."""
+    from tokenizers import Tokenizer, normalizers
+
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.normalizer = normalizers.Lowercase()
+    return type(tokenizer)(tokenizer_object=backend, **tokenizer.special_tokens_map)
+
+
+def _tracer(index, tok):
+    from memlab.methods.trace.simpletrace import Tracer
+
+    return Tracer(index, tok, k_frac=0.05, doc_cap=10, min_span_tokens=1, min_full_match_words=8)
+
+
+def test_lowercasing_tokenizer_with_the_same_vocabulary_is_refused(sa_index, tokenizer):
+    lower = _lowercasing(tokenizer)
+    assert lower.get_vocab() == tokenizer.get_vocab() and type(lower) is type(tokenizer)  # what version 1 hashed
+    assert lower.all_special_tokens == tokenizer.all_special_tokens
+    assert lower.tokenize("Moses SAID") != tokenizer.tokenize("Moses SAID")  # yet other ids
+    with pytest.raises(MemlabError, match="tokenizer mismatch") as e:
+        _tracer(sa_index, lower)
+    assert "\n" not in str(e.value) and "rebuild" in str(e.value)
+    _tracer(sa_index, tokenizer)  # the control: the tokenizer the index was built with is accepted
+
+
+def test_index_with_an_old_fingerprint_is_refused_in_one_line(sa_index, tokenizer, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(sa_index.path, old)
+    meta = json.loads((old / "meta.json").read_text())
+    del meta["tokenizer_fingerprint_version"]  # what an index built before version 2 records
+    (old / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(MemlabError, match="version-1 tokenizer fingerprint") as e:
+        _tracer(load_index(old), tokenizer)
+    assert "\n" not in str(e.value) and f"delete {old}" in str(e.value)
+
+
 @pytest.mark.parametrize("bad, match", [
     ([], "no documents"),
     ([Document(id="a", text="  \n", source="x", licence="x")], "empty"),

@@ -127,6 +127,15 @@ def agent_fallbacks(*agents: Agent) -> dict[str, int]:
     return {f"agent_fallbacks/{agent_role(a)}": int(a.errors) for a in agents if a.llm is not None}
 
 
+def agents_label(kind: str, metrics) -> str:
+    """What the claims, tables and report call the agents: ``deterministic``, ``llm``, or, when any LLM agent fell
+    back (``agent_fallbacks/<role>`` > 0 in ``metrics``), e.g. ``llm (fell back: verifier 7, summary 1)``."""
+    fell = {k.split("/", 1)[1]: int(v) for k, v in metrics.items() if k.startswith("agent_fallbacks/") and v}
+    if kind != "llm" or not fell:
+        return kind
+    return f"llm (fell back: {', '.join(f'{r} {n}' for r, n in sorted(fell.items(), key=lambda kv: (-kv[1], kv[0])))})"
+
+
 def parse_json(text: str):
     """The first JSON object/array in an LLM answer (code fences tolerated); AgentFailure if none."""
     t = re.sub(r"```(?:json)?", "", text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.methods.recap.agents import agents_label
 from memlab.metrics.bootstrap import resample_indices
 from memlab.metrics.intervals import (bonferroni_level, expanded_level, n_to_decide, permutation_diff, quantile_ci,
                                       sign_flip_p, wilson, wilson_n_to_decide)
@@ -112,8 +113,13 @@ def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_on
     return np.mean(per_target, axis=0), targets, len(wide)
 
 
+def _agents(res) -> str:
+    """The agents' label, with their fallbacks (also for a metrics.json written before the label carried them)."""
+    return agents_label(str(res.metrics.get("agents", "deterministic")).split(" (")[0], res.metrics)
+
+
 def _setting(res, targets, category: str, n: int, extra: str = "") -> str:
-    agents = res.metrics.get("agents", "deterministic")
+    agents = _agents(res)
     s = (f"targets: {', '.join(targets)}; {CATEGORY.get(category, category)} books, n = {n} (target, book) pairs; "
          f"EchoTrace-mini; {agents} agents")
     return s + (f"; {extra}" if extra else "")
@@ -287,7 +293,7 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     allowed = int(res.metrics["max_rounds"])
     setting = (f"targets: {', '.join(dict.fromkeys(wide.index.get_level_values('target')))}; up to {allowed} "
                f"rounds ({max_round} run); {dropped} non-member events left out; "
-               f"{res.metrics.get('agents', 'deterministic')} agents")
+               f"{_agents(res)} agents")
     g1, gf = wide[1].to_numpy(float), wide[max_round].to_numpy(float)
     if allowed < 2 or not (gf > 0).any():
         return untestable(setting, "the run allowed one feedback round" if allowed < 2 else

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlab.data.echotrace import Book, coverage_report, echotrace_mini
-from memlab.errors import MissingSourceError
+from memlab.errors import ConfigError, MissingSourceError
 from memlab.methods.recap import evaluate as E
 from memlab.methods.recap import plots
 from memlab.methods.recap.agents import (ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier,
-                                         agent_fallbacks)
+                                         agent_fallbacks, agents_label)
 from memlab.methods.recap.config import RecapConfig
 from memlab.methods.recap.extraction import ExtractionAgent
 from memlab.methods.recap.memscore import make_memscore_fn
@@ -124,6 +124,24 @@ def kjv_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], list
     return split, members[:n_books], nonmembers[:n_books]
 
 
+def require_books(books: list[Book], notes: list[str], failure: str) -> None:
+    """No usable EchoTrace book (every configured book refused, missing or too short for one event): one line
+    naming what was refused and why, instead of empty tables failing later (``KeyError: 'target'``)."""
+    if books:
+        return
+    why = [_brief(n) for n in notes if not n.startswith("papers: no LaTeX")]
+    raise ConfigError(f"RECAP has no usable book: every book method.echotrace selects {failure}"
+                      f"{' (' + '; '.join(why) + ')' if why else ''}; fix or replace the files in "
+                      "method.echotrace.files, or select built-in books (method.echotrace.public_domain.kjv_books, "
+                      "method.echotrace.copyrighted.licences, method.echotrace.non_training.n_docs)")
+
+
+def _brief(note: str) -> str:
+    """One refusal note without its advice: '<file> skipped (book file <file> has 3 words' -> '…has 3 words)'."""
+    note = " ".join(note.split()).split("; ")[0].split(" — ")[0]
+    return note + ")" * (note.count("(") - note.count(")"))
+
+
 def _open(catalog, model, stack: ExitStack):
     """A backend for a conf/model name or an inline model node, closed when ``stack`` closes."""
     return stack.enter_context(catalog.named(model) if isinstance(model, str) else catalog.using(model))
@@ -131,16 +149,18 @@ def _open(catalog, model, stack: ExitStack):
 
 def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bool = True) -> dict:
     """Books, notes, coverage, event records of every target (resumed from ``out_dir/events.jsonl``)."""
+    books, notes = echotrace_mini(method.echotrace.spec())
+    require_books(books, notes, "is refused or missing")  # before any model is opened
     with ExitStack() as agent_stack:
         llm = _open(catalog, method.agents.llm, agent_stack) if method.agents.llm else None
         summary, agents = build_agents(method, llm)
-        books, notes = echotrace_mini(method.echotrace.spec())
         rs = method.recap
         memscore_fn = (make_memscore_fn(method.memscore.parrot, method.memscore.cache_dir, stem=rs.stem)
                        if method.memscore.enabled else None)
         store = ResultStore(Path(out_dir) / "events.jsonl")
         all_books: dict[str, Book] = {b.id: b for b in books}
         segment_books(books, summary, method.max_events_per_book)
+        require_books([b for b in books if b.events], notes, "is refused or yields no event")
         for name, t in method.targets.items():
             membership, extra = None, []
             if t.membership is not None:
@@ -166,6 +186,10 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
                 notes.append(f"target {name}: {ex.budget_capped} output budgets below {t.budget_factor} × gold "
                              f"tokens (the context of {ex.max_context_tokens} tokens is the cap)")
     records = store.rows(status=None)
+    if not records:  # books exist but no target's categories select one
+        raise ConfigError("RECAP scored no event: no target's method.targets.<name>.categories selects a usable book "
+                          f"(books: {', '.join(f'{b.id} [{b.category}]' for b in books)}); fix the categories or the "
+                          "books of method.echotrace")
     errors = [r for r in records if r.get("status") != "ok"]
     if errors:
         notes.append(f"{len(errors)} event(s) failed and were recorded as errors; rerun to retry them")
@@ -235,7 +259,7 @@ def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Pa
     res.table("refusals", df.groupby(["target", "category", "method"])
               .agg(events=("event", "count"), blocked=("blocked", "mean")).reset_index(), show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples,  # claims.py reads these
-               agents="llm" if method.agents.llm else "deterministic")
+               agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]))
     return res
 
 
@@ -273,5 +297,6 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     res.table("feedback_gains_events", gains, show=False)
     res.table("filter_events", E.filter_events(recs, variant=rs.score_variant), show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
-               agents="llm" if method.agents.llm else "deterministic", max_rounds=rs.max_rounds)
+               agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]),
+               max_rounds=rs.max_rounds)
     return res

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from memlab.errors import MemlabError
-from memlab.methods.trace.index.base import (BACKENDS, FORMAT_VERSION, Occurrences, TokenIndex,
+from memlab.methods.trace.index.base import (BACKENDS, FINGERPRINT_VERSION, FORMAT_VERSION, Occurrences, TokenIndex,
                                              backend_class, encode_texts, read_jsonl_bytes, register_backend,
                                              token_dtype_for, tokenizer_fingerprint, vocab_size_of)
 # importing the backend modules registers their classes in BACKENDS (suffix_array first, as before)
@@ -87,6 +87,7 @@ def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_
         meta = {
             "format_version": FORMAT_VERSION, "backend": backend,
             "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+            "tokenizer_fingerprint_version": FINGERPRINT_VERSION,
             "tokenizer_name": tokenizer_name or getattr(tokenizer, "name_or_path", None),
             "vocab_size": vocab, "eos_token_id": tokenizer.eos_token_id if tokenizer.eos_token_id is not None
             and tokenizer.eos_token_id < vocab else 0,

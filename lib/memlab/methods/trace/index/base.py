@@ -29,8 +29,15 @@ FORMAT_VERSION = 1
 
 # --------------------------------------------------------------------------------------------- tokenizers
 
+# 2: the fast tokenizer's normalizer, pre-tokenizer and model settings (merges, unk, byte fallback) are hashed too,
+# so a lowercasing tokenizer with the same vocabulary is refused; indexes recording no version hold version 1
+FINGERPRINT_VERSION = 2
+_PIPELINE_KEYS = ("normalizer", "pre_tokenizer", "added_tokens")  # post_processor/decoder: unused by encode_texts
+
+
 def tokenizer_fingerprint(tokenizer) -> str:
-    """SHA-256 (first 16 hex) of the tokenizer's full vocabulary (token → id), its class and special tokens.
+    """SHA-256 (first 16 hex) of the tokenizer's full vocabulary (token → id), its class, special tokens and (fast
+    tokenizers) its text pipeline: normalizer, pre-tokenizer, added tokens and model settings but the vocabulary.
 
     Two tokenizers with the same fingerprint map every text to the same ids, which is what tracing needs.
     """
@@ -38,10 +45,20 @@ def tokenizer_fingerprint(tokenizer) -> str:
     payload = json.dumps(
         {"class": type(tokenizer).__name__.replace("Fast", ""),
          "vocab": sorted(vocab.items(), key=lambda kv: kv[1]),
-         "special": sorted(str(t) for t in getattr(tokenizer, "all_special_tokens", []))},
-        ensure_ascii=False,
+         "special": sorted(str(t) for t in getattr(tokenizer, "all_special_tokens", [])),
+         "pipeline": _pipeline(tokenizer)},
+        ensure_ascii=False, sort_keys=True,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def _pipeline(tokenizer) -> dict | None:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None  # a slow tokenizer: its class and vocabulary are all it records
+    spec = json.loads(backend.to_str())
+    model = {k: v for k, v in (spec.get("model") or {}).items() if k != "vocab"}
+    return {**{k: spec.get(k) for k in _PIPELINE_KEYS}, "model": model}
 
 
 def vocab_size_of(tokenizer) -> int:
@@ -168,6 +185,12 @@ class TokenIndex(abc.ABC):
         return int(self.meta["n_tokens"])
 
     def check_tokenizer(self, tokenizer) -> None:
+        version = self.meta.get("tokenizer_fingerprint_version", 1)
+        if version != FINGERPRINT_VERSION:
+            raise MemlabError(
+                f"index {self.path} records a version-{version} tokenizer fingerprint, which ignores the normalizer "
+                f"and pre-tokenizer (version {FINGERPRINT_VERSION} does not); rebuild the index: delete {self.path} "
+                "and run again")
         fp = tokenizer_fingerprint(tokenizer)
         if fp != self.tokenizer_fingerprint:
             raise MemlabError(

@@ -15,8 +15,8 @@ import numpy as np
 
 from memlab.errors import MemlabError
 from memlab.methods.trace.index.corpus_stream import available_cores
-from memlab.methods.trace.index.base import (FORMAT_VERSION, Occurrences, TokenIndex, register_backend,
-                                             tokenizer_fingerprint, vocab_size_of)
+from memlab.methods.trace.index.base import (FINGERPRINT_VERSION, FORMAT_VERSION, Occurrences, TokenIndex,
+                                             register_backend, tokenizer_fingerprint, vocab_size_of)
 
 _SHARED_FILES = ("unigram.npy", "texts.bin", "text_offsets.npy", "ids.json")  # written by build_index
 # infini-gram 2.6.0's engine picks its files by substring of their whole path: a folder whose path contains one of
@@ -284,6 +284,7 @@ class ExternalInfiniGramIndex(InfiniGramIndex):
             np.save(cache, uni)
         self.meta = {"format_version": FORMAT_VERSION, "backend": self.name,
                      "tokenizer_fingerprint": tokenizer_fingerprint(tokenizer),
+                     "tokenizer_fingerprint_version": FINGERPRINT_VERSION,
                      "tokenizer_name": getattr(tokenizer, "name_or_path", None), "vocab_size": vocab,
                      "n_docs": n_docs, "n_tokens": int(self.unigram.sum()), "token_dtype": token_dtype}
 
