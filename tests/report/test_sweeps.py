@@ -113,11 +113,18 @@ def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_fami
 
 def test_sweep_summary_is_logged_to_wandb_in_the_experiments_group(swept, tmp_path):
     """The summary goes to W&B (offline here) as a `sweep` run of the experiment's group: its table and figure."""
-    from memlab.sweeps import log_wandb
+    import subprocess
+    import sys
 
     results, _ = swept
     out = summarize(results, "pearl_mia", OVERRIDES)
-    log_wandb({"project": "memlab", "entity": None, "mode": "offline", "dir": str(tmp_path)}, "pearl_mia", out)
+    # in its own process, as the runner logs it: W&B's files are complete once that process has exited
+    code = ("import sys; from pathlib import Path; from memlab.sweeps import log_wandb; "
+            "log_wandb({'project': 'memlab', 'entity': None, 'mode': 'offline', 'dir': sys.argv[1]}, 'pearl_mia', "
+            "Path(sys.argv[2]))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
     (offline,) = (tmp_path / "wandb").glob("offline-run-*")
     logged = b"".join(p.read_bytes() for p in offline.rglob("*.wandb"))
     assert b"sweep/table" in logged and b"sweep/figure" in logged
