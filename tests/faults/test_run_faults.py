@@ -37,14 +37,17 @@ def test_results_path_that_is_a_file_in_a_sweep_gets_the_failure_summary(tmp_pat
 
 def test_ctrl_c_during_a_run_is_one_line_and_keeps_the_partial_folder(tmp_path):
     results = tmp_path / "results"
-    proc = subprocess.Popen(_cmd(results), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+    # a long cell before the study cell: Ctrl-C always arrives while a cell runs (with the stock notebook it raced
+    # the study cell, which fails at once in a fresh clone whose models are not built yet)
+    notebooks = _notebooks_with(tmp_path, "import time\ntime.sleep(600)")
+    proc = subprocess.Popen(_cmd(results, f"paths.notebooks={notebooks}"), stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, start_new_session=True)
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        if line.startswith("memlab: running"):
+        if "cell 5/9" in line:  # the sleeping cell has started
             break
-    time.sleep(1.0)  # the notebook's kernel is starting or running
+    time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
     rest = proc.stderr.read()
     proc.wait(timeout=120)
