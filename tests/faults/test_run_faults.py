@@ -40,8 +40,11 @@ def test_ctrl_c_during_a_run_is_one_line_and_keeps_the_partial_folder(tmp_path):
     # a long cell before the study cell: Ctrl-C always arrives while a cell runs (with the stock notebook it raced
     # the study cell, which fails at once in a fresh clone whose models are not built yet)
     notebooks = _notebooks_with(tmp_path, "import time\ntime.sleep(600)")
+    # SIGINT as a terminal leaves it: a shell running this suite in the background (`cmd &`, no job control)
+    # hands SIG_IGN down, and a Python started with SIGINT ignored never raises KeyboardInterrupt
     proc = subprocess.Popen(_cmd(results, f"paths.notebooks={notebooks}"), stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stdout=subprocess.DEVNULL, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stderr:
         seen.append(line)
