@@ -69,3 +69,41 @@ def test_the_catalog_opens_a_gguf_from_its_converted_folder(tmp_path, counted_lo
             assert backend.model_id == "Mine.Q4_1"
             assert backend.revision == weights_revision(tmp_path / "gguf" / sha256_file(gguf)[:16])
     assert len(counted_loads) == 1
+
+
+def test_a_first_conversion_reports_the_file_and_a_tensor_count_and_a_cached_one_nothing(
+        tmp_path, monkeypatch, micro_family):
+    """Under the runner (``MEMLAB_PROGRESS`` set) the conversion shows on the console: the file being read, then the
+    tensors dequantized k/n, counted from the loop transformers runs (here the stand-in loader runs that same
+    ``tqdm`` over 7 tensors, as transformers' GGUF loader does over the file's tensors)."""
+    import inspect
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer, modeling_gguf_pytorch_utils as gguf_utils
+
+    # the hook point: transformers counts the GGUF's tensors with this module's tqdm (an upgrade that drops it fails
+    # here instead of silently losing the count)
+    assert "tqdm(reader.tensors" in inspect.getsource(gguf_utils.load_gguf_checkpoint)
+
+    def load(path):
+        assert list(gguf_utils.tqdm(range(7), desc="de-quantizing")) == list(range(7))
+        return (AutoModelForCausalLM.from_pretrained(micro_family.final_dir),
+                AutoTokenizer.from_pretrained(micro_family.final_dir))
+
+    monkeypatch.setattr(convert, "load_gguf", load)
+    log = tmp_path / "progress.jsonl"
+    monkeypatch.setenv("MEMLAB_PROGRESS", str(log))
+    gguf = _gguf(tmp_path / "in")
+    node = {**micro_family.model_cfg, "path": str(gguf), "name": "Mine.Q4_1"}
+    catalog = Catalog(None, None, {"models": str(tmp_path), "zoo": str(tmp_path), "gguf": str(tmp_path / "gguf")})
+    with catalog.using(node):
+        pass
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines[0]["label"].startswith("read Mine.Q4_1.gguf (0 MB; converted once")
+    counted = [x for x in lines if x["label"] == "dequantize Mine.Q4_1.gguf: tensors"]
+    assert counted[0]["total"] == 7 and counted[-1]["done"] == 7
+    assert convert.load_gguf is load and gguf_utils.tqdm.__module__.startswith("tqdm")  # both restored
+    log.unlink()
+    with catalog.using(node):                                          # converted already: nothing to report
+        pass
+    assert not log.exists()

@@ -47,10 +47,12 @@ class Catalog:
         """A backend for a model node (default: the run's ``model``), wrapped in the run's cache."""
         from memlab.backends.factory import build_backend
         from memlab.models.convert import gguf_as_folder
+        from memlab.models.gguf_progress import gguf_load_progress
 
         node = model_cfg if model_cfg is not None else self.template
         if node is not None and self.paths.get("gguf"):  # a GGUF loads from its folder converted once
-            node = gguf_as_folder(to_plain(node), self.paths["gguf"])
+            with gguf_load_progress():  # a first conversion (30-130 s) says so on the runner's console
+                node = gguf_as_folder(to_plain(node), self.paths["gguf"])
         b = build_backend(node, self.cache)
         self.opened.append(b)
         return b
