@@ -13,7 +13,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import nbformat
 
@@ -69,6 +71,27 @@ def _stop(proc: subprocess.Popen, base: str, token: str) -> None:
             proc.wait(timeout=30)
 
 
+@contextmanager
+def _lab_page(browser, proc: subprocess.Popen, base: str, token: str, log: Path, shot: Path) -> Iterator:
+    """A browser page once the Lab server ``proc`` answers. On a failure inside the block: a screenshot to ``shot``
+    and the tail of the server's log; always: the page closed and the server stopped."""
+    page = None
+    try:
+        _wait_up(f"{base}/api/status?token={token}", proc, log)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        yield page
+    except Exception:
+        if page is not None:
+            page.screenshot(path=str(shot))
+        print(f"jupyter lab log: {log.read_text()[-3000:]}\nscreenshot: {shot}")
+        raise
+    finally:
+        if page is not None:
+            page.close()
+        _stop(proc, base, token)
+
+
 def test_jupyterlab_opens_a_notebook_and_runs_its_first_cell(tmp_path, chromium_browser):
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -88,11 +111,7 @@ def test_jupyterlab_opens_a_notebook_and_runs_its_first_cell(tmp_path, chromium_
     with log.open("w") as out:
         proc = subprocess.Popen(_lab_command(root, port, token), cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    page = None
-    try:
-        _wait_up(f"{base}/api/status?token={token}", proc, log)
-        page = chromium_browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
+    with _lab_page(chromium_browser, proc, base, token, log, tmp_path / "lab.png") as page:
         page.goto(f"{base}/lab/tree/trivial.ipynb?token={token}", wait_until="domcontentloaded")
         cell = page.locator(".jp-NotebookPanel .jp-Cell.jp-CodeCell").first
         cell.wait_for(state="visible")
@@ -119,15 +138,6 @@ def test_jupyterlab_opens_a_notebook_and_runs_its_first_cell(tmp_path, chromium_
             page.get_by_text(NEWS_PROMPT).first.wait_for(state="visible", timeout=60_000)
         except PlaywrightTimeout:
             raise AssertionError(f"plain Lab showed no '{NEWS_PROMPT}' prompt: the make-lab check cannot see it") from None
-    except Exception:
-        if page is not None:
-            page.screenshot(path=str(tmp_path / "lab.png"))
-        print(f"jupyter lab log: {log.read_text()[-3000:]}\nscreenshot: {tmp_path / 'lab.png'}")
-        raise
-    finally:
-        if page is not None:
-            page.close()
-        _stop(proc, base, token)
     assert proc.returncode is not None
 
 
@@ -222,28 +232,17 @@ def test_make_lab_running_a_tracked_notebook_leaves_git_clean_and_asks_no_news(r
     with log.open("w") as out:
         proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=root, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    page = None
     try:
-        _wait_up(f"{base}/api/status?token={token}", proc, log)
-        page = chromium_browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
-        _run_first_code_cell_and_save(page, f"{base}/lab/workspaces/tracked/tree/notebooks/{NOTEBOOK}?token={token}",
-                                      root / "notebooks" / NOTEBOOK)
-        assert _kernels_of(runtime), "no kernel process ran the cell (the kernel check below would prove nothing)"
-        _run_first_code_cell_and_save(page, f"{base}/lab/workspaces/scratch/tree/scratch/{NOTEBOOK}?token={token}",
-                                      root / "scratch" / NOTEBOOK)
-        status = _git(root, "status", "--porcelain")
-        assert status == f" M scratch/{NOTEBOOK}\n", f"git status after running in Lab:\n{status}"
-        assert page.get_by_text(NEWS_PROMPT).count() == 0, "Lab asked the news question under `make lab`"
-    except Exception:
-        if page is not None:
-            page.screenshot(path=str(tmp_path / "lab.png"))
-        print(f"jupyter lab log: {log.read_text()[-3000:]}\nscreenshot: {tmp_path / 'lab.png'}")
-        raise
+        with _lab_page(chromium_browser, proc, base, token, log, tmp_path / "lab.png") as page:
+            tracked = f"{base}/lab/workspaces/tracked/tree/notebooks/{NOTEBOOK}?token={token}"
+            _run_first_code_cell_and_save(page, tracked, root / "notebooks" / NOTEBOOK)
+            assert _kernels_of(runtime), "no kernel process ran the cell (the kernel check below would prove nothing)"
+            _run_first_code_cell_and_save(page, f"{base}/lab/workspaces/scratch/tree/scratch/{NOTEBOOK}?token={token}",
+                                          root / "scratch" / NOTEBOOK)
+            status = _git(root, "status", "--porcelain")
+            assert status == f" M scratch/{NOTEBOOK}\n", f"git status after running in Lab:\n{status}"
+            assert page.get_by_text(NEWS_PROMPT).count() == 0, "Lab asked the news question under `make lab`"
     finally:
-        if page is not None:
-            page.close()
-        _stop(proc, base, token)
         left = _kernels_of(runtime)
         for pid in left:  # ours: started by this test's server with this test's runtime dir
             os.kill(pid, signal.SIGKILL)
