@@ -231,7 +231,11 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
                 except Exception as err:  # W&B's own errors have no common base; the summary is written anyway
                     print(f"memlab: warning: sweep summary not logged to W&B: {err.__class__.__name__}: {err}",
                           file=sys.stderr)
-            warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted
+            idle = warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted
+            if idle:  # the site shows it beside the sweep, not only the console
+                meta = json.loads((out[-1] / "sweep.json").read_text())
+                meta["idle"] = [line.removeprefix("memlab: warning: ") for line in idle]
+                (out[-1] / "sweep.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     except (MemlabError, OSError, ValueError, KeyError) as err:
         print(f"memlab: warning: no sweep summary: {err}", file=sys.stderr)
     return out

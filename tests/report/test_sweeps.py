@@ -67,6 +67,7 @@ def test_site_shows_the_sweep(swept, tmp_path):
     html = index.read_text()
     sid = sweep_id(OVERRIDES)
     assert f'id="sweep-pearl_mia-{sid}"' in html and "sweep.png" in html
+    assert 'class="problem">Sweeping' not in html and "No figure:" not in html
     page = index.parent / "pearl_mia" / "sweeps" / sid / "sweep.html"
     assert page.read_text().count("<tr>") == 1 + 6  # header + one row per point
 
@@ -84,6 +85,32 @@ def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
     assert json.loads((out / "sweep.json").read_text())["missing"] == 0
     assert "memlab: sweep summary in" in capsys.readouterr().err
     assert write_sweeps(["experiment=pearl_mia", "params.min_k=0.1"]) == []  # one point: no sweep
+
+
+def test_a_sweep_that_changed_nothing_is_a_sentence_on_the_site_not_a_flat_figure(tmp_path, capsys):
+    """Every point wrote the same metrics (all 0): the runner's hook records the idle key in sweep.json, and the
+    site shows that warning and a sentence in place of the flat figure; the varying sweep above (the control) keeps
+    its figure and has no warning."""
+    from memlab.site import build
+    from memlab.sweeps import write_sweeps
+
+    results = tmp_path / "results"
+    overrides = [*OVERRIDES, f"paths.results={results}", "hydra/launcher=basic"]
+    _, points = expand(overrides)
+    for point in points:
+        _point(results, point, 0.0)
+    (out,) = write_sweeps(overrides)
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["degenerate"].startswith("every plotted value is 0")
+    assert meta["idle"] == [f"sweeping {k} changed no metric in metrics.json; it changed nothing at all"
+                            for k in ("params.target_fpr", "params.min_k")]
+    assert "changed no metric" in capsys.readouterr().err
+    index, _, _ = build(results, tmp_path / "site" / "report")
+    html = index.read_text()
+    block = html[html.index(f'id="sweep-pearl_mia-{sweep_id(OVERRIDES)}"'):]
+    block = block[:block.index("</div>")]
+    assert "<em>No figure: every plotted value is 0" in block and "<img" not in block
+    assert block.count('class="problem">Sweeping ') == 2
 
 
 def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_family):
@@ -109,6 +136,7 @@ def test_a_real_sweep_through_the_runner(tmp_path, zoo_builder, two_chapter_fami
     warnings = [line for line in r.stderr.splitlines() if "changed no metric" in line]
     assert warnings == ["memlab: warning: sweeping params.epoch_every changed no metric in metrics.json; "
                         "it changed nothing at all"], r.stderr[-3000:]
+    assert json.loads((folder / "sweep.json").read_text())["idle"] == [warnings[0].removeprefix("memlab: warning: ")]
 
 
 def test_sweep_summary_is_logged_to_wandb_in_the_experiments_group(swept, tmp_path):

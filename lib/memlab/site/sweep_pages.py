@@ -28,7 +28,9 @@ def section(results: Path, experiment: str, site: Path, index: Path) -> str:
         (dest / "sweep.html").write_text(
             csv_page(dest / "sweep.csv", title, href(index, dest / "sweep.html"), _note(meta)), encoding="utf-8")
         fig = ""
-        if (dest / "sweep.png").exists():
+        if meta.get("degenerate"):  # a flat or empty figure says nothing: a sentence instead
+            fig = f"<p><em>No figure: {e(meta['degenerate'])}.</em></p>"
+        elif (dest / "sweep.png").exists():
             fig = (f'<figure><img src="{href(dest / "sweep.png", index)}" alt="{e(title)}">'
                    f"<figcaption>{e(meta.get('caption', ''))}</figcaption></figure>")
         blocks.append(f'<div class="sweep" id="sweep-{e(experiment)}-{e(folder.name)}"><h4>{e(folder.name)}</h4>'
@@ -41,5 +43,6 @@ def _note(meta: dict) -> str:
     if not meta:
         return ""
     swept = ", ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in (meta.get("swept") or {}).items())
+    idle = "".join(f"<p class=\"problem\">{e(line[:1].upper() + line[1:])}.</p>" for line in meta.get("idle") or [])
     return (f"<p>Swept {e(swept)}; {e(meta.get('points', '?'))} points, {e(meta.get('missing', 0))} missing. "
-            f"<code>{e(meta.get('command', ''))}</code></p>")
+            f"<code>{e(meta.get('command', ''))}</code></p>{idle}")
