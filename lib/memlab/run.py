@@ -84,6 +84,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
     if not nb_in.exists():
         raise ConfigError(f"experiment '{name}' names notebook {nb_in} which does not exist")
     check_notebook(nb_in, resolved["paths"]["root"])
+    check_logger(resolved.get("logger"))
     check_loopback()
     numerics.hand_over(resolved["numerics"]["name"])  # the kernel computes on the run's numeric path
     work.mkdir(parents=True, exist_ok=True)
@@ -272,6 +273,13 @@ def offline_html(body: str) -> str:
     return _REMOTE_SCRIPT.sub("", body)
 
 
+def check_logger(lg: dict | None) -> None:
+    """Before anything runs: a W&B logger node names every setting conf/logger/wandb.yaml has (no default in code)."""
+    missing = [k for k in ("project", "entity", "mode", "dir") if lg and k not in lg]
+    if missing:
+        raise ConfigError(f"logger={lg.get('name')} lacks {', '.join(missing)} (see conf/logger/wandb.yaml)")
+
+
 def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
     """Log config, metrics, tables and figures to W&B (offline unless logger.mode says otherwise)."""
     import pandas as pd
@@ -279,8 +287,8 @@ def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
 
     lg = resolved["logger"]
     os.environ.setdefault("WANDB_SILENT", "true")
-    run = wandb.init(project=lg.get("project", "memlab"), entity=lg.get("entity"), mode=lg.get("mode", "offline"),
-                     dir=lg.get("dir"), name=f"{resolved['experiment_name']}/{resolved['run']['key']}",
+    run = wandb.init(project=lg["project"], entity=lg["entity"], mode=lg["mode"],
+                     dir=lg["dir"], name=f"{resolved['experiment_name']}/{resolved['run']['key']}",
                      group=resolved["experiment_name"], config={k: v for k, v in resolved.items() if k != "run"}, reinit="finish_previous")
     try:
         flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -81,3 +81,18 @@ def test_gpu_device_on_a_cpu_machine_is_one_line_at_compose_time(capsys, device)
         check_overrides(["experiment=pearl_mia", f"model.device={device}"])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and f"model.device={device}" in err[0] and "cpu" in err[0], err
+
+
+def test_a_wandb_logger_without_its_settings_is_one_line_before_anything_runs(tmp_path):
+    """The W&B settings come from conf/logger/wandb.yaml, never from defaults in code: a logger node that lost one
+    (`~logger.project`) is refused in one line naming it, before the notebook runs; the full node (the control)
+    passes this check (the run then fails later, on the absent test zoo, with another message)."""
+    cmd = [sys.executable, "-m", "memlab.run", "experiment=pearl_mia", f"paths.results={tmp_path / 'results'}",
+           f"paths.cache={tmp_path / 'cache'}", f"paths.models={tmp_path / 'no-models'}", "logger=wandb"]
+    r = subprocess.run([*cmd, "~logger.project"], capture_output=True, text=True, timeout=300)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and lines == ["memlab: error: logger=wandb lacks project (see conf/logger/wandb.yaml)"], \
+        r.stderr
+    assert not (tmp_path / "results").exists()
+    control = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert "lacks project" not in control.stderr and "memlab: running pearl_mia" in control.stderr, control.stderr
