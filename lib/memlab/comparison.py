@@ -213,9 +213,18 @@ def comparison_table(experiment: str, result, profile: str | None = None):
                      "p_value": f.p_value, "paper_n": c.paper_n, "our_n": f.our_n,
                      "n_needed": f.n_needed if f.verdict == "inconclusive" else None,   # only an open question has one
                      "setting": f.setting, "profile": profile, "deviations": ";".join(c.deviations),
-                     "verdict": f.verdict, "reason": f.reason, "rule": rule_text(c.id),
+                     "verdict": f.verdict, "reason": _with_next_step(experiment, f), "rule": rule_text(c.id),
                      "paper_quote": f"{c.paper_quote} ({c.section})" if c.paper_quote else c.section})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _with_next_step(experiment: str, f) -> str:
+    """An open question says how to close it: an inconclusive row without a command gets the n that would decide at
+    the observed effect (when the rule computed one) and the patient profile's command."""
+    if f.verdict != "inconclusive" or "python -m memlab.run" in f.reason:
+        return f.reason
+    need = f"n ≈ {f.n_needed} would decide at the observed effect (ours {f.our_n}); " if f.n_needed else ""
+    return f"{f.reason}; {need}more data: {full_command(experiment)}"
 
 
 def sanity_table(experiment: str, result):
