@@ -150,9 +150,10 @@ class Report:
         tmp.replace(self._metrics_path)
         return dict(self._metrics)
 
-    def _write_captions(self, result) -> None:
+    def _write_captions(self, result) -> dict[str, str]:
         """``figures/captions.json``: per figure, the study's caption and, when its data is degenerate (no point,
-        one point, every value the same), why — the report site then shows that sentence instead of the plot."""
+        one point, every value the same), why — the report site and the notebook then show that sentence instead of
+        the plot. Returns {figure name: why} of the degenerate ones."""
         entries = {}
         for name, fig in result.figures.items():
             entry = {"caption": getattr(result, "captions", {}).get(name) or _label(fig)}
@@ -162,6 +163,7 @@ class Report:
         if entries:
             path = self.out_dir / "figures" / "captions.json"
             path.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
+        return {name: e["degenerate"] for name, e in entries.items() if "degenerate" in e}
 
     def save(self, result) -> None:
         """Write every table, figure and metric of a :class:`memlab.results.StudyResult`; display the ones the
@@ -179,11 +181,16 @@ class Report:
             result.metrics.update({f"verdict/{r.claim_id}": r.verdict for r in cmp.itertuples()})
         for name, df in result.tables.items():
             self.table(name, df, show=False)
-        self._write_captions(result)
+        empty = self._write_captions(result)
         for name, fig in result.figures.items():
             self.figure(name, fig, show=False)
         for name in result.shown:
-            _display(result.tables[name] if name in result.tables else _png(self.out_dir / "figures" / f"{_safe(name)}.png"))
+            if name in result.tables:
+                _display(result.tables[name])
+            elif _safe(name) in empty:  # nothing to show: the sentence, not the plot (the PNG is still written)
+                _display(_text(f"**{name}: nothing to show** — {empty[_safe(name)]}."))
+            else:
+                _display(_png(self.out_dir / "figures" / f"{_safe(name)}.png"))
         if result.metrics:
             self.metrics(**result.metrics)
         self.record_usage()
@@ -204,22 +211,28 @@ def positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:
 
 def degenerate(fig) -> str:
     """Why a matplotlib figure has nothing to show ("" when it has): no data, one point, or every plotted value
-    equal (e.g. all zeros). Reads lines, scatter points and bar heights of every panel; images count as data."""
+    equal (e.g. all zeros). Reads lines, scatter points and bar heights of every panel; images count as data.
+    Reference artists (:func:`memlab.plots.reference`: the paper's value, chance lines) and error-bar caps are not
+    data: an all-zeros figure with the paper's line or Wilson bars drawn still has nothing to show."""
     import numpy as np
+
+    from memlab.plots import is_reference
 
     ys: list = []
     for ax in fig.get_axes():
         if ax.images:
             return ""
+        caps = {id(c) for cont in ax.containers if type(cont).__name__ == "ErrorbarContainer" for c in cont.lines[1]}
         for line in ax.get_lines():
-            ys += list(np.asarray(line.get_ydata(), dtype=float).ravel())
+            if not is_reference(line) and id(line) not in caps:
+                ys += list(np.asarray(line.get_ydata(), dtype=float).ravel())
         for coll in ax.collections:
-            if type(coll).__name__ != "PathCollection":  # scatter points; bands and error bars repeat the lines
+            if type(coll).__name__ != "PathCollection" or is_reference(coll):  # bands and bars repeat the lines
                 continue
             offsets = np.asarray(coll.get_offsets(), dtype=float)
             if offsets.ndim == 2 and offsets.shape[1] == 2:
                 ys += list(offsets[:, 1])
-        ys += [p.get_height() for p in ax.patches if hasattr(p, "get_height")]
+        ys += [p.get_height() for p in ax.patches if hasattr(p, "get_height") and not is_reference(p)]
     values = np.asarray([y for y in ys if np.isfinite(y)], dtype=float)
     if values.size == 0:
         return "the figure has no data points"
@@ -266,6 +279,15 @@ def _png(path: Path):
         return Image(filename=str(path))
     except ImportError:
         return str(path)
+
+
+def _text(markdown: str):
+    try:
+        from IPython.display import Markdown
+
+        return Markdown(markdown)
+    except ImportError:
+        return markdown
 
 
 def _display(obj) -> None:

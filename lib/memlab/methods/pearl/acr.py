@@ -228,6 +228,8 @@ def acr_figure(acr, pearl=None, *, score: str, alpha: float | None = None):
     (one marker per perturbation kind), ``alpha`` dotted."""
     import matplotlib.pyplot as plt
 
+    from memlab.plots import reference
+
     fig, axes = plt.subplots(1, 2 if pearl is not None else 1, figsize=(11 if pearl is not None else 5.5, 3.8),
                              squeeze=False)
     ax = axes[0][0]
@@ -236,7 +238,7 @@ def acr_figure(acr, pearl=None, *, score: str, alpha: float | None = None):
         ax.plot(*zip(*sorted(g.groupby("epoch").acr.mean().items())), c=c, label=f"{split} (mean)")
         for bound, h in g.groupby("acr_is_bound"):
             ax.scatter(h.epoch + (i - 0.5) * 0.15, h.acr, c="none" if bound else c, edgecolors=c, s=22)
-    ax.axhline(1.0, c="grey", ls="--", lw=1)
+    reference(ax.axhline(1.0, c="grey", ls="--", lw=1))
     ax.set_xlabel("fine-tuning epoch")
     ax.set_ylabel("ACR (hollow: upper bound)")
     ax.set_title(f"ACR of a {int(acr.target_tokens.iloc[0])}-token window")
@@ -247,9 +249,9 @@ def acr_figure(acr, pearl=None, *, score: str, alpha: float | None = None):
         for i, (split, g) in enumerate(df.groupby("split")):
             for j, (kind, h) in enumerate(g.groupby("kind")):
                 ax.scatter(h.acr, h[score], c=f"C{i}", marker="ox^s"[j % 4], label=f"{split}, {kind}", s=22)
-        ax.axvline(1.0, c="grey", ls="--", lw=1)
+        reference(ax.axvline(1.0, c="grey", ls="--", lw=1))
         if alpha is not None:
-            ax.axhline(alpha, c="grey", ls=":", lw=1)
+            reference(ax.axhline(alpha, c="grey", ls=":", lw=1))
         ax.set_xlabel("ACR")
         ax.set_ylabel(f"PEARL {score}")
         ax.set_title("PEARL vs ACR (document × epoch)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from memlab.metrics.intervals import wilson
+from memlab.plots import dodge, reference, wilson_bounds, wilson_yerr
 
 
 def n_text(frame, what: str = "documents") -> str:
@@ -13,27 +13,6 @@ def n_text(frame, what: str = "documents") -> str:
         return ""
     lo, hi = int(frame["n"].min()), int(frame["n"].max())
     return f"n = {lo} {what} per point" if lo == hi else f"n = {lo}–{hi} {what} per point"
-
-
-def wilson_bounds(flagged, n, scale: float = 1.0):
-    """Lower and upper 95 % Wilson bounds (× ``scale``) of each share ``flagged / n``, as two lists."""
-    bounds = [wilson(int(k), int(m)) for k, m in zip(flagged, n)]
-    return [scale * lo for lo, _ in bounds], [scale * hi for _, hi in bounds]
-
-
-def wilson_yerr(flagged, n, scale: float = 1.0):
-    """``yerr`` for ``errorbar``: distances from each share to its 95 % Wilson bounds (× ``scale``)."""
-    lo, hi = wilson_bounds(flagged, n, scale)
-    mid = [scale * int(k) / int(m) if int(m) else 0.0 for k, m in zip(flagged, n)]
-    return [max(0.0, m - a) for m, a in zip(mid, lo)], [max(0.0, b - m) for m, b in zip(mid, hi)]
-
-
-def dodge(i: int, k: int, x) -> float:
-    """Horizontal offset of series ``i`` of ``k`` drawn at the same x values, so that their error bars don't hide
-    each other: spread over a fifth of the smallest gap between x values (a fifth of 1 for a single x)."""
-    xs = sorted(set(float(v) for v in x))
-    gap = min((b - a for a, b in zip(xs, xs[1:])), default=1.0)
-    return (i - (k - 1) / 2) * gap / 5 / max(k - 1, 1)
 
 
 def caption(fig, text: str):
@@ -53,9 +32,9 @@ def fpr_by_kind(fpr, target_fpr: float, paper: tuple[float, float, str] | None =
         for i, (kind, g) in enumerate(fpr[fpr.score == score].groupby("kind")):
             ax.plot(g.threshold, g.fpr, marker=".", label=kind, c=f"C{i}")
             ax.fill_between(g.threshold, *wilson_bounds(g.flagged, g.n), color=f"C{i}", alpha=0.15, lw=0)
-        ax.axhline(target_fpr, ls="--", c="grey", lw=1)
+        reference(ax.axhline(target_fpr, ls="--", c="grey", lw=1))
         if paper and score == "sensitivity":
-            ax.plot([paper[0]], [paper[1]], marker="*", ms=12, ls="", c="k", label=paper[2])
+            reference(*ax.plot([paper[0]], [paper[1]], marker="*", ms=12, ls="", c="k", label=paper[2]))
         ax.set_xlabel(f"threshold α on {score}")
         ax.set_title(f"FPR of PEARL ({score}) on non-members")
     axes[0].set_ylabel("false positive rate")
@@ -80,7 +59,7 @@ def flagged_by_epoch(flags, kinds: Sequence[str], score: str, paper: tuple[float
                         marker="o" if split == "member" else "x", ls="-" if split == "member" else "--",
                         label=f"{split}, {score} > {alpha}")
         if paper:
-            ax.plot([flags.epoch.max()], [100 * paper[0]], marker="*", ms=12, ls="", c="k", label=paper[1])
+            reference(*ax.plot([flags.epoch.max()], [100 * paper[0]], marker="*", ms=12, ls="", c="k", label=paper[1]))
         ax.set_title(f"{kind}: flagged as memorized")
         ax.set_xlabel("fine-tuning epoch")
     axes[0][0].set_ylabel("% of documents")
@@ -98,7 +77,7 @@ def auc_by_epoch(auc):
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for s, g in auc.groupby("score"):
         ax.plot(g.epoch, g.auc, marker=".", label=s, lw=2.5 if s in ("sensitivity", "gfd") else 1)
-    ax.axhline(0.5, c="grey", ls=":", lw=1)
+    reference(ax.axhline(0.5, c="grey", ls=":", lw=1))
     ax.set_xlabel("fine-tuning epoch")
     ax.set_ylabel("ROC-AUC (members vs non-members)")
     ax.legend(fontsize=8, ncol=2)
@@ -146,7 +125,8 @@ def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], 
                 a = cal[(cal.model == model) & (cal.task_kind == task) & (cal.target_fpr == near)
                         & (cal.domain == (domain.iloc[0] if len(domain) else None))]
                 if len(a):
-                    ax.hlines(float(a.alpha.iloc[0]), x - 0.5, x + 0.5, colors=f"C{j}", linestyles="--", lw=1)
+                    reference(ax.hlines(float(a.alpha.iloc[0]), x - 0.5, x + 0.5, colors=f"C{j}", linestyles="--",
+                                        lw=1))
         ax.set_xticks([i * (len(tasks) + 1) + (len(tasks) - 1) / 2 for i in range(len(sources))], sources,
                       rotation=30, ha="right")  # source names are long: level, they overlap
         ax.set_title(model)

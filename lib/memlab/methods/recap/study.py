@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memlab.comparison import paper_mark
 from memlab.data.echotrace import Book, coverage_report, echotrace_mini
 from memlab.errors import ConfigError, MissingSourceError
 from memlab.methods.recap import evaluate as E
@@ -271,13 +272,15 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     run, _, books = _benchmark(method, catalog, out_dir, res, progress)
     rs, tol, recs = method.recap, method.passage_tolerance, run["records"]
     gains = E.feedback_gains(recs, variant=rs.score_variant, stop_score=rs.stop_score)
+    boot = {"n_resamples": method.bootstrap.n_resamples, "seed": method.seed}  # as the tables' bootstraps
     gsum = res.table("feedback_gains", E.gains_summary(gains))
     if len(gsum):
-        res.figure("feedback_gains", plots.feedback_gains(gsum))
+        res.figure("feedback_gains", plots.feedback_gains(gsum, gains, **boot))
     tr = res.table("filter_tradeoff", E.filter_tradeoff(recs, list(method.memscore.thresholds),
                                                         variant=rs.score_variant))
+    fev = E.filter_events(recs, variant=rs.score_variant)
     if len(tr):
-        res.figure("filter_tradeoff", plots.filter_tradeoff(tr))
+        res.figure("filter_tradeoff", plots.filter_tradeoff(tr, fev, paper=paper_mark("recap_filter_hybrid"), **boot))
     by_cat = (books[books.method.isin(["recap", "echo", "echo_fb"])].groupby(["target", "category", "group", "method"])
               .agg(books=("book", "nunique"), passages=(f"passages_m{tol}", "sum"),
                    passages_overlap=(f"passages_overlap_m{tol}", "sum"), rouge_l=("rouge_l", "mean"))
@@ -295,7 +298,7 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     # per book and per event, for the paper-vs-ours rules (memlab.methods.recap.claims); not displayed
     res.table("book_scores", books, show=False)
     res.table("feedback_gains_events", gains, show=False)
-    res.table("filter_events", E.filter_events(recs, variant=rs.score_variant), show=False)
+    res.table("filter_events", fev, show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
                agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]),
                max_rounds=rs.max_rounds)

@@ -28,10 +28,13 @@ def mean_bar(x) -> tuple[float, float]:
     return half, half
 
 
-def stage_metrics(summary, scores):
+def stage_metrics(summary, scores, paper: tuple[float, str] | None = None, max_new_tokens: int | None = None):
     """ALS, FMR and NVR per training stage, one line per prompt setting; rows = corpus A, B; bars: 95 % intervals
-    of the mean over the stage's generations (:func:`mean_bar`; ``scores``: one row per generation)."""
+    of the mean over the stage's generations (:func:`mean_bar`; ``scores``: one row per generation); ``paper`` =
+    (value, label) of the paper's prefix ALS (tokens), drawn dotted on the ALS panels."""
     import matplotlib.pyplot as plt
+
+    from memlab.plots import paper_line
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6), sharex=True)
     for i, c in enumerate(["A", "B"]):
@@ -43,13 +46,18 @@ def stage_metrics(summary, scores):
                         for st in g.stage]
                 ax.errorbar(g.stage, g[m], yerr=[[b[0] for b in bars], [b[1] for b in bars]], capsize=3,
                             marker="o", label=setting)
+            if m == "ALS":
+                paper_line(ax, paper and (paper[0], f"{paper[1]}, prefix"))
             ax.set_title(f"corpus {c}: {m}", fontsize=9)
     axes[0][0].legend()
     n = scores.groupby(["corpus", "stage", "setting"]).size()
+    cap = f"ours have at most {max_new_tokens} new tokens, no longer span possible" if max_new_tokens else ""
+    drawn = (f"dotted on the ALS panels: the paper's prefix ALS ({paper[0]:g} tokens, {paper[1]}; another model and "
+             f"corpus, longer generations{': ' + cap if cap else ''}); " if paper else "")
     fig.set_label("SimpleTrace metrics (ALS, FMR, NVR) of each training stage's generations, one line per prompt "
                   "setting, corpus A (top) and B (bottom); each point is the mean over the stage's generations of "
                   "that setting; bars: 95 % intervals (Wilson for FMR, a rate; ± 1.96 standard errors for ALS and NVR); "
-                  + (f"n = {n.min()}–{n.max()} generations per point." if n.min() != n.max()
+                  + drawn + (f"n = {n.min()}–{n.max()} generations per point." if n.min() != n.max()
                      else f"n = {n.min()} generations per point."))
     return fig
 
@@ -58,16 +66,20 @@ def stage_propensity(prop):
     """FMR and NVR propensity per stage and setting, one panel per corpus; 0.5 = propensity equals capability."""
     import matplotlib.pyplot as plt
 
+    from memlab.plots import reference
+
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
     for ax, c in zip(axes, ["A", "B"]):
         long = prop[prop.corpus == c].melt(id_vars=["stage", "setting"], value_vars=["FMR_propensity", "NVR_propensity"])
         for (setting, m), g in long.groupby(["setting", "variable"]):
             ax.plot(g.stage, g.value, marker="o", label=f"{setting} {m.split('_')[0]}")
-        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        reference(ax.axhline(0.5, color="grey", lw=0.8, ls="--"))
         ax.set_title(f"corpus {c}: propensity", fontsize=9)
     axes[0].legend(fontsize=7)
     fig.set_label("FMR and NVR propensity (non-adversarial over adversarial rate, with ε) per training stage and "
-                  "prompt setting, one panel per corpus; dashed: 0.5, propensity equal to capability.")
+                  "prompt setting, one panel per corpus; dashed: 0.5, propensity equal to capability. No intervals: "
+                  "propensity is a ratio of two settings' rates over different generations, and the table carries no "
+                  "interval for it. No paper value: conf/paper gives no propensity number.")
     return fig
 
 
@@ -88,7 +100,9 @@ def stage_span_lengths(spans, stages: Sequence[str]):
             ax.set_yscale("log")
     axes[0][0].legend(fontsize=7)
     fig.set_label(f"Lengths (tokens) of the rarest spans SimpleTrace keeps, per corpus (rows) and stage (columns), "
-                  f"one colour per prompt setting, log counts; n = {len(spans)} spans in all.")
+                  f"one colour per prompt setting, log counts; n = {len(spans)} spans in all. Counts of every kept "
+                  "span, no intervals; the paper's ALS (propme_t1_als) is a mean of each generation's longest span, "
+                  "another quantity: not drawn (see the stage_metrics figure).")
     return fig
 
 
@@ -109,5 +123,7 @@ def span_lengths(spans, groups: Sequence[tuple[str, str]]):
     axes[0][0].set_ylabel("kept spans")
     axes[0][0].legend()
     fig.set_label(f"Lengths (tokens) of the rarest spans SimpleTrace keeps, per model and corpus, one colour per "
-                  f"prompt setting, log counts; n = {len(spans)} spans in all.")
+                  f"prompt setting, log counts; n = {len(spans)} spans in all. Counts of every kept span, no "
+                  "intervals; the paper's ALS (propme_t1_als) is a mean of each generation's longest span, another quantity: not "
+                  "drawn here (it is compared in the comparison table).")
     return fig

@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from memlab.comparison import paper_mark
 from memlab.data.sampling import load_spec, sample_docs
 from memlab.methods.trace import plots
 from memlab.methods.trace.config import TraceConfig
@@ -178,7 +179,8 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     summary = summary.sort_values(keys).reset_index(drop=True)
     res.table("stage_metrics_full", summary, show=False)
     res.table("stage_metrics", summary[keys + ["ALS", "FMR", "NVR", "token_accuracy", "generations_with_spans"]])
-    res.figure("stage_metrics", plots.stage_metrics(summary, generation_frame(traces, keys)))
+    res.figure("stage_metrics", plots.stage_metrics(summary, generation_frame(traces, keys),
+                                                    paper_mark("propme_t1_als"), p.max_new_tokens))
     prop = pd.DataFrame(propensity_rows(summary.to_dict("records"), keys, eps=method.propensity_eps))
     prop = res.table("stage_propensity", prop.sort_values(["corpus", "stage", "setting"]).reset_index(drop=True))
     res.figure("stage_propensity", plots.stage_propensity(prop))
