@@ -23,10 +23,10 @@ from memlab.config import CONF_DIR, config_groups
 # module docstring); tests/faults/test_known_keys.py checks them against the constructors' signatures
 OPTIONAL_MODEL_KEYS = {
     "hf": ("name", "backend", "path", "gguf_file", "revision", "device", "dtype", "threads", "batch_size",
-           "score_batch_size", "chat_template", "kv_cache", "trust_remote_code"),
+           "score_batch_size", "chat_template", "kv_cache", "trust_remote_code", "score_bos"),
     "openai": ("name", "backend", "base_url", "model_id", "api_key_env", "chat", "concurrency", "max_retries",
                "timeout", "price_in_per_mtok", "price_out_per_mtok", "backoff_base", "backoff_max",
-               "max_tokens_param", "revision", "can_score", "score_top_k", "vocab_stats"),
+               "max_tokens_param", "revision", "can_score", "score_top_k", "vocab_stats", "score_bos"),
 }
 MODEL_DOCS = {"hf": "lib/memlab/backends/hf.py (HFBackend.from_config)",
               "openai": "lib/memlab/backends/openai_compat.py (module docstring)"}

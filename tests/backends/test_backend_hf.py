@@ -277,7 +277,8 @@ def test_config_errors_are_one_line(micro_family, tmp_path, monkeypatch):
         build_backend({**micro_family.model_cfg, "path": "models/smollm2-135m-instruct"})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(MemlabError, match="hub is offline") as e:
-        build_backend({"backend": "hf", "path": "EleutherAI/pythia-160m", "revision": "step143000"})
+        build_backend({"backend": "hf", "path": "EleutherAI/pythia-160m", "revision": "step143000",
+                       "score_bos": "tokenizer"})
     assert "\n" not in str(e.value) and "local model folder" in str(e.value)
     with pytest.raises(ConfigError, match="model.backend"):
         build_backend({"backend": "vllm-native", "name": "x"})

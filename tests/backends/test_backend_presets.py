@@ -25,6 +25,8 @@ def test_api_presets_exist():
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_composes_and_builds(preset, monkeypatch):
     model = compose(None, [f"model={preset}", "logger=null", "cache=null"]).model
+    assert model.score_bos in ("tokenizer", "prepend")  # one BOS policy key in every preset (score_bos.py)
+    assert (model.score_bos == "prepend") == (preset == "llama-cpp")  # HF presets: today's numbers
     if model.backend == "openai":
         assert all(k in model for k in API_KEYS)
         if model.api_key_env:

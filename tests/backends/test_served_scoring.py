@@ -94,9 +94,9 @@ def hf_smollm(smollm_gguf):
 
     folder = ROOT / "models" / "smollm2-135m-instruct"
     if is_converted(folder):
-        return HFBackend(str(folder), threads=1, batch_size=4)
+        return HFBackend(str(folder), threads=1, batch_size=4, score_bos="tokenizer")
     return HFBackend(str(smollm_gguf.parent), gguf_file=smollm_gguf.name, threads=1, batch_size=4,
-                     name="smollm2-135m-instruct")
+                     name="smollm2-135m-instruct", score_bos="tokenizer")
 
 
 @contextlib.contextmanager
@@ -127,7 +127,7 @@ def llama_server(smollm_gguf, tmp_path_factory):
 def served_cfg(base_url: str, **over) -> dict:
     cfg = {"name": "smollm2-served", "backend": "openai", "base_url": base_url, "api_key_env": None,
            "model_id": "smollm2", "chat": False, "concurrency": 1, "max_retries": 1, "timeout": 120,
-           "can_score": "echo_logprobs"}
+           "can_score": "echo_logprobs", "score_bos": "prepend"}
     cfg.update(over)
     return cfg
 
@@ -239,7 +239,8 @@ def no_logprobs_server():
 
 @pytest.mark.parametrize("mode", ["echo_logprobs", "prompt_logprobs"])
 def test_server_without_logprobs_is_one_line(no_logprobs_server, mode):
-    api = build_backend(served_cfg(no_logprobs_server, can_score=mode, max_retries=0))
+    bos = "prepend" if mode == "echo_logprobs" else "tokenizer"  # vLLM's prompt_logprobs: the tokenizer's ids
+    api = build_backend(served_cfg(no_logprobs_server, can_score=mode, max_retries=0, score_bos=bos))
     with pytest.raises(BackendError) as err:
         api.score(["In the beginning"])
     msg = str(err.value)
@@ -290,7 +291,8 @@ def fake_scorer():
 
 def test_prompt_logprobs_mode_parses_vllm_answers(fake_scorer):
     _FakeScorer.mode = "prompt_logprobs"
-    api = build_backend(served_cfg(fake_scorer, can_score="prompt_logprobs", vocab_stats="top_k_renormalized"))
+    api = build_backend(served_cfg(fake_scorer, can_score="prompt_logprobs", vocab_stats="top_k_renormalized",
+                                   score_bos="tokenizer"))
     (s,) = api.score(["abc"])
     assert s.token_ids == [11, 12, 13] and math.isnan(s.logprobs[0]) and s.logprobs[1:] == [-1.0, -2.0]
     # renormalized over {own token, id 99}: position 1 has log-probs {-1, -0.5}

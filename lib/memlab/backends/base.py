@@ -106,7 +106,8 @@ class TokenScores:
     """Per-token log-probs of a text under the model (teacher forcing).
 
     ``token_ids[j]`` is the j-th token of the text; ``logprobs[j]`` = log p(token_ids[j] | tokens < j) for
-    j >= 1 (``logprobs[0]`` is NaN: the first token has no context unless a BOS is prepended).
+    j >= 1 (``logprobs[0]`` is NaN: the first token has no context; under ``model.score_bos: prepend`` it is
+    log p(token_ids[0] | BOS) where the backend can compute it — see backends/score_bos.py).
     ``vocab_mean[j]`` / ``vocab_std[j]``: mean and std of log p(v | tokens < j) over v ~ p (expected
     log-prob and its spread under the model's own distribution) — what Min-K%++ normalizes with; ``None``
     when the backend can't return full distributions.

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from memlab.backends.base import GenerationRequest, Message, Sample, TokenScores, Usage, render_plain_chat
 from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult, sample_seed, truncate_at_stop
+from memlab.backends.score_bos import check_score_bos, score_bos_of, without_lead
 from memlab.errors import ConfigError, MemlabError
 from memlab.gguf_parse import one_gguf_parse
 
@@ -229,8 +230,10 @@ class HFBackend(PerSampleBackend):
     def __init__(self, path: str, *, gguf_file: str | None = None, revision: str | None = "auto",
                  device: str = "cpu", dtype: str = "float32", threads: int | None = None, batch_size: int = 8,
                  score_batch_size: int | None = None, chat_template: str = "auto", name: str | None = None,
-                 trust_remote_code: bool = False, kv_cache: str = "dynamic"):
+                 trust_remote_code: bool = False, kv_cache: str = "dynamic", score_bos: str | None = None):
         super().__init__()
+        self.score_bos = check_score_bos(score_bos, str(name or path))  # backends/score_bos.py; no default
+        self.score_variant = "bos=prepend" if self.score_bos == "prepend" else None  # in the score cache key
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
         if threads:
@@ -334,7 +337,8 @@ class HFBackend(PerSampleBackend):
                    device=cfg.get("device", "cpu"), dtype=cfg.get("dtype", "float32"), threads=cfg.get("threads"),
                    batch_size=cfg.get("batch_size", 8), score_batch_size=cfg.get("score_batch_size"),
                    chat_template=cfg.get("chat_template", "auto"), kv_cache=cfg.get("kv_cache", "dynamic"),
-                   name=cfg.get("name"), trust_remote_code=bool(cfg.get("trust_remote_code", False)))
+                   name=cfg.get("name"), trust_remote_code=bool(cfg.get("trust_remote_code", False)),
+                   score_bos=score_bos_of(cfg))
 
     # ---- prompts -------------------------------------------------------------------------------------------
     def render_chat(self, messages: Sequence[Message]) -> str:
@@ -496,9 +500,18 @@ class HFBackend(PerSampleBackend):
               on_done: OnDone | None = None) -> list[TokenScores]:
         """Per-token log-probs (teacher forcing) of each text, tokenized as the model tokenizes a plain prompt.
         ``vocab_mean[j]`` = E_{v~p}[log p(v|<j)], ``vocab_std[j]`` = sqrt(Var_{v~p}[log p(v|<j)])
-        (Min-K%++, Zhang et al. 2024, eq. 2). Position 0 is NaN (no context)."""
-        ids = [self.tokenizer(t)["input_ids"] for t in texts]
-        return self.score_token_ids(ids, progress=progress, on_done=on_done)
+        (Min-K%++, Zhang et al. 2024, eq. 2). Position 0 is NaN (no context), unless ``score_bos: prepend``:
+        then the text's tokens (no special tokens) are scored after the tokenizer's BOS (backends/score_bos.py)."""
+        if self.score_bos == "tokenizer":
+            ids = [self.tokenizer(t)["input_ids"] for t in texts]
+            return self.score_token_ids(ids, progress=progress, on_done=on_done)
+        bos = self.tokenizer.bos_token_id
+        if bos is None:
+            raise ConfigError(f"model {self.model_id}: score_bos: prepend, but its tokenizer has no BOS token; "
+                              "use score_bos: tokenizer")
+        ids = [[bos] + self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        done = None if on_done is None else (lambda k, ts: on_done(k, without_lead(ts)))
+        return [without_lead(ts) for ts in self.score_token_ids(ids, progress=progress, on_done=done)]
 
     @torch.inference_mode()
     def score_token_ids(self, ids: Sequence[Sequence[int]], *, progress: bool = False,

@@ -47,7 +47,16 @@ under it carry the variant in their cache key, so approximate and exact statisti
 
 Scoring keys: can_score (echo_logprobs | prompt_logprobs | false; default false), score_top_k (k top
 log-probs per position to request, default 5; only used by vocab_stats), vocab_stats (none |
-top_k_renormalized; default none).
+top_k_renormalized; default none), score_bos (tokenizer | prepend; no default: ``score`` refuses a node without
+it, one line). Its meaning is the HF backend's (backends/score_bos.py); what a server can honour:
+
+- ``prepend`` (llama-cpp-python): the server must have prepended a BOS — seen as the one extra leading id of
+  its /extras/tokenize answer — else one line says to start it with ``--kv_overrides
+  tokenizer.ggml.add_bos_token=bool:true``. The echo nulls the first log-prob (the OpenAI convention), so
+  ``logprobs[0]`` stays NaN here, where HF's is log p(x_0 | BOS): per-token values agree from position 1 on.
+  Refused (one line) where the BOS can't be seen: ids given in the answer, ``prompt_logprobs``.
+- ``tokenizer``: the server's ids must be the tokenizer's own (vLLM tokenizes as HF does); a server seen to
+  prepend a BOS the ids leave out (llama-cpp-python) is refused in one line naming ``score_bos: prepend``.
 """
 
 from __future__ import annotations
@@ -68,6 +77,7 @@ from memlab.backends.jobs import (OnDone, PerSampleBackend, SampleJob, SampleRes
 from memlab.backends.identity import served_identity
 from memlab.backends.openai_wire import (_TOKEN_ID, _BadAnswer, _answer, _first_line, _logprob_value, _retry_after,
                                         topk_renormalized_stats)
+from memlab.backends.score_bos import check_score_bos
 from memlab.errors import BackendError, ConfigError, MemlabError
 
 _RETRY_STATUS = {408, 409, 429}
@@ -89,7 +99,8 @@ class OpenAICompatBackend(PerSampleBackend):
                  chat: bool = True, concurrency: int = 4, max_retries: int = 5, timeout: float = 60.0,
                  price_in_per_mtok: float = 0.0, price_out_per_mtok: float = 0.0, backoff_base: float = 1.0,
                  backoff_max: float = 60.0, max_tokens_param: str = "max_tokens", revision: str | None = None,
-                 can_score: str | bool | None = False, score_top_k: int = 5, vocab_stats: str = "none"):
+                 can_score: str | bool | None = False, score_top_k: int = 5, vocab_stats: str = "none",
+                 score_bos: str | None = None):
         super().__init__()
         import openai
 
@@ -128,6 +139,8 @@ class OpenAICompatBackend(PerSampleBackend):
             raise ConfigError(f"model.score_top_k must be >= 0 (>= 1 with vocab_stats: {vocab_stats}), "
                               f"got {score_top_k}")
         self.score_top_k, self.vocab_stats = int(score_top_k), str(vocab_stats)
+        # None: refused by score() in one line (generation needs no BOS policy)
+        self.score_bos = None if score_bos is None else check_score_bos(score_bos, self.model_id)
         # goes into the response cache's score key (cache.py): approximate statistics never mix with exact ones
         self.score_variant = None if vocab_stats == "none" else f"{vocab_stats}@k={self.score_top_k}"
         self._tokenize_route: str | None = None
@@ -151,7 +164,7 @@ class OpenAICompatBackend(PerSampleBackend):
     def from_config(cls, cfg: Mapping[str, Any]) -> "OpenAICompatBackend":
         keys = ("base_url", "model_id", "api_key_env", "name", "chat", "concurrency", "max_retries", "timeout",
                 "price_in_per_mtok", "price_out_per_mtok", "backoff_base", "backoff_max", "max_tokens_param",
-                "revision", "can_score", "score_top_k", "vocab_stats")
+                "revision", "can_score", "score_top_k", "vocab_stats", "score_bos")
         kwargs = {k: cfg[k] for k in keys if cfg.get(k) is not None}
         return cls(**kwargs)
 
@@ -264,6 +277,12 @@ class OpenAICompatBackend(PerSampleBackend):
         if self.can_score is None:
             raise ScoringUnavailable(f"model {self.model_id}'s server can't return prompt log-probs: "
                                      f"{_MIA_UNAVAILABLE}; {_SCORE_FIX}")
+        if self.score_bos is None:
+            check_score_bos(None, self.model_id)
+        if self.can_score == "prompt_logprobs" and self.score_bos == "prepend":
+            raise ConfigError(f"model {self.model_id}: score_bos: prepend can't be checked with can_score: "
+                              "prompt_logprobs (the answer's ids show no BOS the server added); vLLM tokenizes as "
+                              "HF does: use score_bos: tokenizer")
         if texts and self.vocab_stats == "none" and not self._noted_no_pp:
             self._noted_no_pp = True
             print(f"memlab: note: model {self.model_id} is scored from a server's top-k log-probs: Min-K%++ is "
@@ -325,6 +344,15 @@ class OpenAICompatBackend(PerSampleBackend):
                             "for a GGUF that adds no BOS; start it with --kv_overrides "
                             "tokenizer.ggml.add_bos_token=bool:true, or use vLLM with can_score: prompt_logprobs)")
 
+    def _bos_mismatch(self, bos_added: bool) -> ConfigError:
+        where = f"model {self.model_id}'s server at {self.base_url}"
+        if bos_added:
+            return ConfigError(f"{where} prepends a BOS to every prompt, but score_bos: tokenizer scores the "
+                               "tokenizer's ids alone; set model.score_bos=prepend (the llama-cpp preset's value)")
+        return ConfigError(f"{where} shows no BOS before the prompt, but score_bos: prepend needs one; start "
+                           "llama-cpp-python with --kv_overrides tokenizer.ggml.add_bos_token=bool:true (its "
+                           "/extras/tokenize then lists the BOS), or set model.score_bos=tokenizer")
+
     def _parse_echo(self, text: str, choice: Any, usage: Any) -> tuple[list[int], list, list]:
         lp = getattr(choice, "logprobs", None)
         tokens = list(getattr(lp, "tokens", None) or [])
@@ -341,6 +369,7 @@ class OpenAICompatBackend(PerSampleBackend):
         if not all(parsed) and "".join(map(str, all_tokens)) == text and "".join(map(str, tokens)) != text:
             # every entry is a prompt token, none the generated one: each log-prob sits one position off
             raise self._misaligned(f"its {len(all_tokens)} echo entries spell the prompt alone, no generated token")
+        bos_added = False
         if tokens and all(parsed):
             ids = [int(m.group(1)) for m in parsed]  # type: ignore[union-attr]
         else:
@@ -349,9 +378,11 @@ class OpenAICompatBackend(PerSampleBackend):
                 raise BackendError(f"model {self.model_id}'s server at {self.base_url} returned token strings but "
                                    "no token ids, and has no tokenize endpoint (/extras/tokenize, /tokenize)")
             if len(ids) == n + 1 and n >= 0:  # a BOS the server's echo leaves out (llama-cpp-python)
-                ids = ids[1:]
+                ids, bos_added = ids[1:], True
         if len(ids) != n:
             raise self._misaligned(f"{n} echoed log-probs for {len(ids)} prompt tokens")
+        if bos_added != (self.score_bos == "prepend"):
+            raise self._bos_mismatch(bos_added)
         tops: list[list[float]] = []
         for tok, own, top in zip(tokens, token_lps, tops_raw):
             vals = dict(top or {})
