@@ -19,7 +19,6 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Mapping
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
