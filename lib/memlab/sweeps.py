@@ -6,8 +6,9 @@ expands the command line's overrides the way Hydra's basic sweeper does, finds e
 
 * ``sweep.csv`` — one row per point: its run key, the swept keys' values, whether it ran, every numeric metric
   of its ``metrics.json`` and, per claim of its ``tables/comparison.csv``, our value, its interval and the verdict;
-* ``sweep.png`` — each claim's value (with its 95 % interval) vs the first swept key, one line per combination
-  of the other swept keys; without claims, the numeric metrics that vary across points (at most ``MAX_PANELS``);
+* ``sweep.png`` — each claim whose value varies (with its 95 % interval), then each other metric that varies, vs
+  the first swept key, one line per combination of the other swept keys (at most ``MAX_PANELS`` panels); when
+  nothing varies, no figure but a sentence saying so;
 * ``sweep.json`` — what was swept, the command, the number of points and of missing ones, the figure's caption.
 
 A swept key that changed no byte of any point's ``metrics.json`` is one warning naming the tables it did change
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from memlab.errors import MemlabError
 
-MAX_PANELS = 6  # panels of the metrics figure when the runs have no claims: more would not be read
+MAX_PANELS = 6  # panels of the sweep figure (varying claims first, then varying metrics): more would not be read
 
 
 def expand(overrides: list[str]) -> tuple[dict[str, list[str]], list[list[str]]]:
@@ -150,15 +151,17 @@ def _series(table, keys: list[str], ys: list[str]):
     return panels, ran
 
 
-def _y_columns(table) -> list[str]:
+def _y_columns(table, keys: list[str]) -> list[str]:
+    """The columns worth a panel: every claim whose value varies across the points, then every other metric that
+    varies (a claim that stays put is a flat line; the metrics a swept threshold moves are what the reader wants)."""
     import pandas as pd
 
-    claims = [c for c in table.columns if c.endswith("/our_value")]
-    if claims:
-        return claims
-    fixed = {"run_key", "ran"}
-    numeric = [c for c in table.columns if c not in fixed and pd.to_numeric(table[c], errors="coerce").notna().any()]
-    return [c for c in numeric if table[c].nunique(dropna=True) > 1][:MAX_PANELS]
+    skip = {"run_key", "ran", *keys}
+    numeric = [c for c in table.columns if c not in skip and not c.endswith(("/ci_low", "/ci_high", "/verdict"))
+               and pd.to_numeric(table[c], errors="coerce").notna().any()]
+    varying = [c for c in numeric if table.loc[table["ran"], c].nunique(dropna=True) > 1]
+    claims = [c for c in varying if c.endswith("/our_value")]
+    return (claims + [c for c in varying if c not in claims])[:MAX_PANELS]
 
 
 def figure(table, keys: list[str], path: Path) -> tuple[str, str]:
@@ -172,7 +175,7 @@ def figure(table, keys: list[str], path: Path) -> tuple[str, str]:
 
     if not keys or table.empty or not table["ran"].any():
         return "no point of the sweep has run", "no point of the sweep has run"
-    ys = _y_columns(table)
+    ys = _y_columns(table, keys)
     if not ys:
         return f"no metric varies with {', '.join(keys)}", f"no metric varies with {', '.join(keys)}"
     panels, ran = _series(table, keys, ys)
@@ -192,7 +195,9 @@ def figure(table, keys: list[str], path: Path) -> tuple[str, str]:
     why = degenerate(fig)
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
-    what = "each claim's value (band: its 95 % interval)" if ys[0].endswith("/our_value") else "metrics that vary"
+    n_claims = sum(y.endswith("/our_value") for y in ys)
+    what = " and ".join(w for w, n in (("each claim whose value varies (band: its 95 % interval)", n_claims),
+                                       ("each metric that varies", len(ys) - n_claims)) if n)
     caption = (f"{what} vs {keys[0]}" + (f", one line per {', '.join(keys[1:])}" if keys[1:] else "")
                + f"; {int(table['ran'].sum())} of {len(table)} points ran, each its own run folder")
     return caption, why

@@ -54,8 +54,27 @@ def test_summary_table_figure_and_meta(swept):
     assert table.loc[0, "c1/ci_high"] == pytest.approx(0.35)
     meta = json.loads((out / "sweep.json").read_text())
     assert meta["points"] == 6 and meta["missing"] == 1 and "degenerate" not in meta
-    assert meta["caption"].startswith("each claim's value (band: its 95 % interval) vs params.target_fpr")
+    assert meta["caption"].startswith("each claim whose value varies (band: its 95 % interval) and each metric that "
+                                      "varies vs params.target_fpr")
     assert (out / "sweep.png").stat().st_size > 1000
+
+
+def test_a_threshold_that_moves_metrics_but_no_claim_draws_the_metrics(tmp_path):
+    """As `-m experiment=pearl_mia method.tau_b=0.1,0.3` on the reproduced run: the claim stays put (a flat line is
+    not drawn), AUC of the GFD score moves and is the figure; a metric that stays put is not drawn either."""
+    from memlab.sweeps import _y_columns
+
+    results = tmp_path / "results"
+    overrides = ["experiment=pearl_mia", "method.tau_b=0.1,0.3"]
+    _, points = expand(overrides)
+    for point, auc in zip(points, (0.825, 0.625)):
+        _point(results, point, 0.0)
+        path = results / "pearl_mia" / run_key(point) / "metrics.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), "auc_final_gfd": auc}))
+    out = summarize(results, "pearl_mia", overrides)
+    meta = json.loads((out / "sweep.json").read_text())
+    assert "degenerate" not in meta and meta["caption"].startswith("each metric that varies vs method.tau_b")
+    assert _y_columns(pd.read_csv(out / "sweep.csv"), ["method.tau_b"]) == ["auc_final_gfd"]
 
 
 def test_site_shows_the_sweep(swept, tmp_path):
@@ -101,7 +120,7 @@ def test_a_sweep_that_changed_nothing_is_a_sentence_on_the_site_not_a_flat_figur
         _point(results, point, 0.0)
     (out,) = write_sweeps(overrides)
     meta = json.loads((out / "sweep.json").read_text())
-    assert meta["degenerate"].startswith("every plotted value is 0")
+    assert meta["degenerate"] == "no metric varies with params.target_fpr, params.min_k"
     assert meta["idle"] == [f"sweeping {k} changed no metric in metrics.json; it changed nothing at all"
                             for k in ("params.target_fpr", "params.min_k")]
     assert "changed no metric" in capsys.readouterr().err
@@ -109,7 +128,7 @@ def test_a_sweep_that_changed_nothing_is_a_sentence_on_the_site_not_a_flat_figur
     html = index.read_text()
     block = html[html.index(f'id="sweep-pearl_mia-{sweep_id(OVERRIDES)}"'):]
     block = block[:block.index("</div>")]
-    assert "<em>No figure: every plotted value is 0" in block and "<img" not in block
+    assert "<em>No figure: no metric varies with params.target_fpr" in block and "<img" not in block
     assert block.count('class="problem">Sweeping ') == 2
 
 
