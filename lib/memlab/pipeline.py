@@ -304,8 +304,18 @@ def stages() -> dict:
                      **({"minutes": float(spec["minutes"])} if spec.get("minutes") is not None else {})},
         }
     for exp in experiment_names():
-        st[f"exp-{exp}"] = experiment_stage(exp)
+        if stage_wanted(exp):
+            st[f"exp-{exp}"] = experiment_stage(exp)
     return st
+
+
+def stage_wanted(exp: str) -> bool:
+    """An experiment is a DVC stage unless its file says ``requires.stage: false`` (e.g. the audit of a user's model:
+    run by hand, not part of the reproduction)."""
+    import yaml
+
+    spec = yaml.safe_load((CONF_DIR / "experiment" / f"{exp}.yaml").read_text()) or {}
+    return (spec.get("requires") or {}).get("stage", True) is not False
 
 
 def experiment_stage(exp: str) -> dict:

@@ -113,20 +113,45 @@ def debian_versions() -> dict[str, str]:
 
 
 def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
-    """Each model the run requires: its content hash as ``dvc.lock`` records it (the pipeline's own models)."""
+    """Each model the run used: the pipeline's own models by their content hash as ``dvc.lock`` records it; in a run
+    with models under test (``models``, memlab.model_use) those models replace the experiment's pretrained defaults —
+    each by name: its dvc.lock hash when it is a pipeline model, else ``sha256:<12 hex>`` of its weight files (a
+    GGUF file or HF folder given by path), or ``served <model id> at <url>`` — beside the zoo checkpoints it requires."""
     import yaml
+
+    from memlab.model_use import target_nodes
 
     lock = Path(root) / "dvc.lock"
     outs: dict[str, str] = {}
     if lock.exists():
         for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values():
             outs.update({o["path"]: o.get("md5", "") for o in stage.get("outs") or []})
+    tested = target_nodes(cfg) if cfg.get("models") is not None else []
     out = {}
     for path in (cfg.get("requires") or {}).get("models") or []:
         rel = portable(str(path), root).rstrip("/")
+        if tested and not rel.startswith("models/tiny-neox/"):
+            continue  # a pretrained default: the models under test say what ran
         family = "/".join(rel.split("/")[:3]) if rel.startswith("models/tiny-neox/") else rel
         out[rel] = outs.get(family) or outs.get(rel) or "not in dvc.lock"
+    for node in tested:
+        out[node["name"]] = _model_identity(node, root, outs)
     return out
+
+
+def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
+    if node.get("backend") == "openai":
+        return f"served {node.get('model_id')} at {node.get('base_url')}"
+    path = Path(str(node["path"]))
+    rel = portable(str(path), root).rstrip("/")
+    if rel in outs:
+        return outs[rel]
+    if not path.exists():
+        return "not found"
+    from memlab.backends.hf import weights_revision
+
+    folder, gguf = (path.parent, path.name) if path.is_file() else (path, node.get("gguf_file"))
+    return "sha256:" + weights_revision(folder, gguf)
 
 
 def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> dict:

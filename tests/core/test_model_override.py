@@ -156,3 +156,24 @@ def test_prompt_style_follows_what_the_model_speaks():
     assert prompt_style(NS(has_chat_template=False, chat=True)) == "chat"      # a chat-only endpoint
     assert prompt_style(NS(has_chat_template=False, chat=False)) == "raw"      # /v1/completions, base model
     assert prompt_style(NS(has_chat_template=False)) == "raw"                  # an hf model without a template
+
+
+def test_run_json_names_the_models_that_ran_by_content_hash(tmp_path, repo_root):
+    from memlab.provenance import model_hashes
+
+    gguf = tmp_path / "Mine.Q4_1.gguf"
+    gguf.write_bytes(b"GGUF not a real model, hashed all the same")
+
+    def hashes(experiment, overrides):
+        cfg = compose(experiment, overrides)
+        mu.check_model_override(cfg, overrides)
+        return model_hashes(OmegaConf.to_container(cfg, resolve=True), str(repo_root))
+
+    mine = hashes("trace_capability_propensity", [f"model.path={gguf}"])
+    assert set(mine) == {"Mine.Q4_1", "models/tiny-neox/kjv"}   # not the experiment's default pretrained models
+    assert mine["Mine.Q4_1"].startswith("sha256:") and len(mine["Mine.Q4_1"]) == len("sha256:") + 12
+    served = hashes("audit", ["model=vllm", "model.model_id=org/served-7b"])
+    assert served == {"served-7b": "served org/served-7b at " + compose("audit", ["model=vllm"]).model.base_url}
+    default = hashes("pearl_wild", [])
+    assert set(default) == {"smollm2-135m-instruct", "gemma-3-270m"}   # pipeline models: their dvc.lock hash
+    assert all(v.endswith(".dir") for v in default.values()), default

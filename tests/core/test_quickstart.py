@@ -18,6 +18,8 @@ import sys
 import pytest
 import yaml
 
+from memlab.config import experiment_names
+
 # what each `make` command of the quick start must run (its recipe, by `make -n`)
 MAKE_RECIPES = {
     "make test": ["-m pytest"],
@@ -106,4 +108,5 @@ def test_quickstart_help_lists_experiments_and_groups(repo_root):
     cmd = next(c for c in _commands(repo_root) if c.endswith("--help"))
     out = _memlab_run(repo_root, cmd, [])
     assert out.returncode == 0, out.stderr
-    assert "experiment: memorization_curve" in out.stdout and "model:" in out.stdout
+    line = next(l for l in out.stdout.splitlines() if l.startswith("experiment: "))
+    assert set(experiment_names()) == set(line.removeprefix("experiment: ").split(", ")) and "model:" in out.stdout

@@ -16,7 +16,7 @@ def test_every_row_names_an_experiment_its_notebook_and_a_study_function_the_not
         exp, nb, fn = cells[2].strip("`"), cells[3].strip("`"), cells[4].strip("`")
         assert exp in experiment_names(), row
         assert f"notebook: {nb}" in (CONF_DIR / "experiment" / f"{exp}.yaml").read_text(), row
-        module, _, name = f"memlab.methods.{fn}".rpartition(".")
+        module, _, name = (fn if fn.startswith("memlab.") else f"memlab.methods.{fn}").rpartition(".")
         assert callable(getattr(importlib.import_module(module), name)), row
         source = (repo_root / "notebooks" / nb).read_text()
         short = module.rpartition(".")[0] if module.endswith(".study") else module

@@ -15,9 +15,9 @@ from memlab.schema import check_like_defaults, validate_tree
 
 
 @pytest.mark.parametrize("experiment", experiment_names())
-def test_shipped_configs_pass_in_both_profiles(experiment):
+def test_shipped_configs_pass_in_every_profile(experiment):
     default = to_plain(compose(experiment))["params"]
-    for profile in ("embedded", "full"):
+    for profile in ("embedded", "full", "smoke"):
         check_like_defaults(default, to_plain(compose(experiment, [f"profile={profile}"]))["params"], "params")
 
 

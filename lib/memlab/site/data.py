@@ -29,7 +29,8 @@ class Run:
     """What the site shows of one experiment's default run."""
 
     experiment: str
-    folder: Path | None                      # results/<exp>/default, None when it has not run
+    folder: Path | None                      # results/<exp>/<key>, None when it has not run
+    key: str = "default"                     # the run shown: default, or the newest of an experiment run by hand
     claims: list[dict] = field(default_factory=list)
     has_comparison: bool = False
     sanity: list[dict] | None = None         # tables/sanity.csv rows (None: the run has none)
@@ -96,11 +97,25 @@ def experiments(results: Path) -> list[str]:
     return sorted(names)
 
 
+def shown_folder(results: Path, experiment: str) -> Path | None:
+    """The run the site shows: ``default`` (what make reproduce writes); for an experiment that is not a pipeline
+    stage (``requires.stage: false``, e.g. the audit of a user's model), the newest finished run of any key."""
+    from memlab.config import experiment_names
+    from memlab.pipeline import stage_wanted
+
+    default = results / experiment / "default"
+    if default.is_dir() or experiment not in experiment_names() or stage_wanted(experiment):
+        return default if default.is_dir() else None
+    done = [p for p in (results / experiment).glob("*") if (p / "run.json").is_file() and not p.name.startswith(".")
+            and not p.name.endswith(".failed")]
+    return max(done, key=lambda p: (read_json(p / "run.json").get("started") or "", p.name), default=None)
+
+
 def read_run(results: Path, experiment: str) -> Run:
-    folder = results / experiment / "default"
-    if not folder.is_dir():
+    folder = shown_folder(results, experiment)
+    if folder is None:
         return Run(experiment, None)
-    run = Run(experiment, folder)
+    run = Run(experiment, folder, key=folder.name)
     cmp = folder / "tables" / "comparison.csv"
     if cmp.exists():
         run.has_comparison = True

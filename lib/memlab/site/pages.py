@@ -136,8 +136,8 @@ def _table_links(r: Run, site_run: Path, page: Path) -> str:
 
 # -- index ------------------------------------------------------------------------------------------------------
 def problem_text(problem: str, r: Run) -> str:
-    """A problem line with the run folder's machine path cut to ``<exp>/default/…`` (the site names no machine path)."""
-    return problem.replace(str(r.folder), f"{r.experiment}/default") if r.folder else problem
+    """A problem line with the run folder's machine path cut to ``<exp>/<key>/…`` (the site names no machine path)."""
+    return problem.replace(str(r.folder), f"{r.experiment}/{r.key}") if r.folder else problem
 
 
 def experiment_section(r: Run, site_run: Path | None, index: Path, checkout: Checkout, sweeps: str) -> str:
@@ -150,7 +150,7 @@ def experiment_section(r: Run, site_run: Path | None, index: Path, checkout: Che
     ran = f"ran {e(when(t.get('started')))}" + (f", took {e(duration(t['seconds']))}"
                                                  if t.get("seconds") is not None else "")
     flag = provenance.short_flag(r, checkout)
-    out.append(f"<p>Run <code>default</code>: {ran}. {flag}</p>")
+    out.append(f"<p>Run <code>{e(r.key)}</code>: {ran}. {flag}</p>")
     links = [f'<a href="{href(site_run / "run.html", index)}">run page: provenance, config, every table</a>']
     if r.notebook_html:
         links.append(f'<a href="{href(site_run / r.notebook_html.name, index)}">executed notebook (HTML)</a>')
@@ -271,7 +271,7 @@ at 95 % unless its row says it corrects for several tests. <a href="#environment
 def run_page(r: Run, site_run: Path, checkout: Checkout, tables_html: dict[str, str]) -> str:
     """``<exp>/run.html``: provenance, config.yaml, every table inline (collapsible), figures with captions."""
     page = site_run / "run.html"
-    out = [f"<h1>{e(r.experiment)}: run <code>default</code></h1>", provenance.section(r, checkout)]
+    out = [f"<h1>{e(r.experiment)}: run <code>{e(r.key)}</code></h1>", provenance.section(r, checkout)]
     if (site_run / "config.yaml").exists():
         out.append('<section id="run-config"><h2>Config</h2><p>The resolved config the run was made with: '
                    '<a href="config.html">config.yaml as a page</a> · <a href="config.yaml" download>config.yaml</a>'

@@ -261,13 +261,7 @@ def wild(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> St
     import pandas as pd
 
     res = StudyResult()
-    unseen = set(p.calibration_sources.values())
-    sources = {name: sample_docs(_corpus(s), s.n, method.seed, min_words=s.min_words, meta=s.meta,
-                                 split="nonmember" if name in unseen else "unknown")
-               for name, s in p.sources.items()}
-    halves = {}
-    for name in sorted(unseen):
-        halves.update(T.split_halves([d.id for d in sources[name]], f"{method.seed}:halves"))
+    sources, halves = wild_sources(method, p)
     frames, models = [], [node["name"] for node in targets]
     for model, node in zip(models, targets):
         with catalog.using(node) as backend:
@@ -298,6 +292,19 @@ def wild(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> St
     res.table("median_sensitivity", med.round(4))
     res.metric(**{f"median_sens_{r.model}_{r.task_kind}_{r.source}": r.sensitivity for r in med.itertuples()})
     return res
+
+
+def wild_sources(method: PearlConfig, p: WildParams):
+    """The documents of every source (a seeded sample; the known-unseen calibration sets are ``nonmember``, the
+    others ``unknown``) and the calibration/evaluation half of each known-unseen document."""
+    unseen = set(p.calibration_sources.values())
+    sources = {name: sample_docs(_corpus(s), s.n, method.seed, min_words=s.min_words, meta=s.meta,
+                                 split="nonmember" if name in unseen else "unknown")
+               for name, s in p.sources.items()}
+    halves = {}
+    for name in sorted(unseen):
+        halves.update(T.split_halves([d.id for d in sources[name]], f"{method.seed}:halves"))
+    return sources, halves
 
 
 def prompt_style(backend) -> str:

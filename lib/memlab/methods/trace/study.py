@@ -15,6 +15,7 @@ from pathlib import Path
 
 from memlab.comparison import paper_mark
 from memlab.data.sampling import load_spec, sample_docs
+from memlab.errors import ConfigError
 from memlab.methods.trace import plots
 from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import (prompt_overlap, propensity_rows, run_propme, span_length_frame,
@@ -73,6 +74,8 @@ class ExternalCells:
     prefix_tokens: int = field(metadata=check(ge=1))
     prefix_position: str = field(metadata=check(choices=POSITIONS))
     corpora: list[dict]              # {label, domain, name, options} or {label, domain, infini_gram_dir, token_dtype}
+    served_tokenizer_vocab: int = field(metadata=check(ge=256))   # a served model (no local tokenizer): the index and
+    # the prompts use a byte-level BPE of this many tokens trained on the traced corpus (its generations are text)
 
 
 @dataclass(frozen=True)
@@ -212,25 +215,11 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog, tar
     overlap = [{"model": tiny_name, "corpus": "training set", **r}
                for r in prompt_overlap(tracer, sets, n_tokens=method.n_tokens,
                                       nv_recall_threshold=method.nv_recall_threshold)]
-    all_traces, e = list(traces), p.external
+    all_traces = list(traces)
     for node in targets:
-        name = node["name"]
-        with catalog.using(node) as b:
-            for spec in e.corpora:
-                if spec.get("infini_gram_dir"):  # real scale: an existing infini-gram index built with this tokenizer
-                    index, docs = external_corpus(spec, b.tokenizer, method.index_root, e.n_prompts, method.seed)
-                else:
-                    docs = load_spec(spec)
-                    index = method.index(docs, b.tokenizer, f"{name}-{spec['label']}")
-                tr = method.tracer(index, b.tokenizer)
-                got, s = run_propme(b, tr, Path(method.prompts_dir) / f"{spec['domain']}.txt", docs,
-                                    n_prompts=e.n_prompts, max_new_tokens=e.max_new_tokens,
-                                    prefix_tokens=e.prefix_tokens, prefix_position=e.prefix_position,
-                                    seed=method.seed, extra={"model": name, "corpus": spec["label"]})
-                all_traces += got
-                overlap += [{"model": name, "corpus": spec["label"], **r}
-                            for r in prompt_overlap(tr, s, n_tokens=method.n_tokens,
-                                                    nv_recall_threshold=method.nv_recall_threshold)]
+        got, over = model_traces(method, p.external, node, catalog)
+        all_traces += got
+        overlap += over
     keys = ["model", "corpus", "setting"]
     summary = pd.DataFrame(summary_rows(all_traces, keys, n_tokens=method.n_tokens,
                                         nv_recall_threshold=method.nv_recall_threshold))
@@ -249,3 +238,33 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog, tar
                   for r in prop.itertuples() for m in ("FMR", "NVR")})
     res.metric(seed=method.seed, tiny_model=tiny_name, propensity_eps=method.propensity_eps)  # for trace/claims.py
     return res
+
+
+def model_traces(method: TraceConfig, e: ExternalCells, node: dict, catalog) -> tuple[list, list[dict]]:
+    """One pretrained model (a model node) prompted in every setting for each corpus of ``e.corpora`` and traced
+    against that corpus: its traces and the prompt-overlap rows (seed 002 Fig. 2)."""
+    traces, overlap, name = [], [], node["name"]
+    with catalog.using(node) as b:
+        own = getattr(b, "tokenizer", None)
+        for spec in e.corpora:
+            if spec.get("infini_gram_dir"):  # real scale: an existing infini-gram index built with this tokenizer
+                if own is None:
+                    raise ConfigError(f"model {name} is served without a local tokenizer: an infini-gram index "
+                                      f"({spec['label']}) needs the tokenizer it was built with; trace an embedded "
+                                      "corpus, or give the model as an HF folder")
+                tok = own
+                index, docs = external_corpus(spec, tok, method.index_root, e.n_prompts, method.seed)
+            else:
+                docs = load_spec(spec)
+                tok = own or tokenizer_for(None, docs, method.index_root, vocab_size=e.served_tokenizer_vocab)
+                index = method.index(docs, tok, f"{name}-{spec['label']}")
+            tr = method.tracer(index, tok)
+            got, s = run_propme(b, tr, Path(method.prompts_dir) / f"{spec['domain']}.txt", docs,
+                                n_prompts=e.n_prompts, max_new_tokens=e.max_new_tokens,
+                                prefix_tokens=e.prefix_tokens, prefix_position=e.prefix_position,
+                                seed=method.seed, extra={"model": name, "corpus": spec["label"]})
+            traces += got
+            overlap += [{"model": name, "corpus": spec["label"], **r}
+                        for r in prompt_overlap(tr, s, n_tokens=method.n_tokens,
+                                                nv_recall_threshold=method.nv_recall_threshold)]
+    return traces, overlap

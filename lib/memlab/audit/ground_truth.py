@@ -1,0 +1,116 @@
+"""Each audited method's error rates as measured on the tiny ground-truth zoo, read from the zoo experiments' own
+results (``results/<experiment>/default``, written by ``make reproduce``) and named by their run (commit, key).
+
+A rate is given only where the zoo run used the same decision rule as the audit (the same α, the same target FPR,
+the same passage tolerance); otherwise, or when the run is missing, the row says why instead of a number.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from memlab.metrics.intervals import wilson
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Error rates of one decision rule on ground truth: recall on members, FPR on non-members (counts kept)."""
+
+    rule: str
+    members_flagged: int | None
+    members: int | None
+    nonmembers_flagged: int | None
+    nonmembers: int | None
+    run: str                      # the zoo run the rates come from, or why there are none
+
+    def row(self) -> dict:
+        def rate(k, n):
+            if k is None or not n:
+                return None, None, None
+            lo, hi = wilson(k, n)
+            return k / n, lo, hi
+
+        rec, rec_lo, rec_hi = rate(self.members_flagged, self.members)
+        fpr, fpr_lo, fpr_hi = rate(self.nonmembers_flagged, self.nonmembers)
+        flagged = (self.members_flagged or 0) + (self.nonmembers_flagged or 0)
+        prec = self.members_flagged / flagged if rec is not None and fpr is not None and flagged else None
+        return {"gt_rule": self.rule, "gt_recall": rec, "gt_recall_low": rec_lo, "gt_recall_high": rec_hi,
+                "gt_fpr": fpr, "gt_fpr_low": fpr_lo, "gt_fpr_high": fpr_hi, "gt_precision": prec,
+                "gt_n": f"{self.members} members + {self.nonmembers} non-members" if rec is not None else None,
+                "gt_run": self.run}
+
+
+def missing(rule: str, why: str) -> Rates:
+    return Rates(rule, None, None, None, None, why)
+
+
+def _run(results: Path, experiment: str) -> tuple[Path | None, str]:
+    folder = results / experiment / "default"
+    info = folder / "run.json"
+    if not info.exists():
+        return None, (f"not measured: results/{experiment}/default has no run (make reproduce, or "
+                      f"python -m memlab.run experiment={experiment})")
+    meta = json.loads(info.read_text())
+    return folder, f"{experiment} [{meta.get('key', 'default')}] at {str(meta.get('commit') or '?')[:7]}"
+
+
+def pearl_rates(results: Path, experiment: str, scores: list[str], alpha: float, score: str,
+                target_fpr: float) -> dict[str, Rates]:
+    """PEARL (``score`` > α) and each MIA score (threshold fitted at ``target_fpr`` on known non-members) at the
+    zoo run's final epoch: members vs the evaluation half of the non-members (``pearl_mia``)."""
+    rules = {s: f"threshold fitted at FPR {target_fpr} on known non-members" for s in scores}
+    rules[score] = f"{score} > {alpha}"
+    folder, run = _run(results, experiment)
+    if folder is None:
+        return {s: missing(r, run) for s, r in rules.items()}
+    df = pd.read_csv(folder / "tables" / "scores_by_epoch.csv")
+    thr = pd.read_csv(folder / "tables" / "fixed_thresholds.csv").set_index("score")
+    final = df[(df.epoch == df.epoch.max()) & (df.half != "calibration")]
+    fitted = thr.fitted_on.str.extract(r"FPR ([0-9.]+)")[0].astype(float)
+    out = {}
+    for s, rule in rules.items():
+        if s == score:
+            cut, same, how = alpha, thr.threshold.get("sensitivity_alpha") == alpha, "fixed α"
+        else:
+            cut, same, how = thr.threshold.get(s), fitted.get(s) == target_fpr, thr.fitted_on.get(s)
+        if cut is None or not same or s not in final:
+            out[s] = missing(rule, f"not measured at this rule: {run} used another threshold")
+            continue
+        m, n = final[final.split == "member"][s], final[final.split != "member"][s]
+        out[s] = Rates(rule, int((m > cut).sum()), len(m), int((n > cut).sum()), len(n),
+                       f"{run}, final epoch {int(df.epoch.max())}, threshold {how}")
+    return out
+
+
+def recap_rates(results: Path, experiment: str, tolerance: int) -> Rates:
+    """RECAP: a book counts as extracted when RECAP recovers ≥ 1 passage (``tolerance`` mismatches) — on the tiny
+    target's member vs non-member books (``recap_table3``)."""
+    rule = f"≥ 1 passage of 40 tokens (≤ {tolerance} mismatches) recovered by RECAP"
+    folder, run = _run(results, experiment)
+    if folder is None:
+        return missing(rule, run)
+    books = pd.read_csv(folder / "tables" / "book_scores.csv")
+    col = f"passages_m{tolerance}"
+    tiny = books[(books.method == "recap") & books.split.isin(["member", "nonmember"])]
+    if col not in tiny or tiny.empty:
+        return missing(rule, f"not measured at this rule: {run} has no {col} on member/non-member books")
+    m, n = tiny[tiny.split == "member"][col], tiny[tiny.split == "nonmember"][col]
+    return Rates(rule, int((m >= 1).sum()), len(m), int((n >= 1).sum()), len(n), f"{run}, target {tiny.target.iloc[0]}")
+
+
+def trace_rates(results: Path, experiment: str) -> Rates:
+    """SimpleTrace: exact matches of spans taken from the index (recall) vs false exact matches of spans that are
+    not in it (``trace_validation``)."""
+    rule = "exact match of a traced span in the index"
+    folder, run = _run(results, experiment)
+    if folder is None:
+        return missing(rule, run)
+    val = pd.read_csv(folder / "tables" / "validation.csv")
+    neg = pd.read_csv(folder / "tables" / "negative_control.csv")
+    hits = int(round((val.exact_match_rate * val.queries).sum()))
+    false = int(round((neg.false_exact_match_rate * neg.queries).sum()))
+    return Rates(rule, hits, int(val.queries.sum()), false, int(neg.queries.sum()), run)
