@@ -73,8 +73,9 @@ def point_row(folder: Path, key: str, values: dict[str, str]) -> dict:
     return row
 
 
-def summarize(results: Path, experiment: str, overrides: list[str]) -> Path:
-    """Write the sweep summary of ``experiment`` for the command-line ``overrides``; returns its folder."""
+def summarize(results: Path, experiment: str, overrides: list[str], idle: list[str] | None = None) -> Path:
+    """Write the sweep summary of ``experiment`` for the command-line ``overrides``; returns its folder. ``idle``:
+    the lines naming swept keys that changed no metric (:mod:`memlab.sweep_effects`), kept in sweep.json."""
     import pandas as pd
 
     from memlab.run import run_key
@@ -98,6 +99,8 @@ def summarize(results: Path, experiment: str, overrides: list[str]) -> Path:
             "command": "python -m memlab.run -m " + " ".join(overrides)}
     if why:
         meta["degenerate"] = why
+    if idle:  # the site shows it beside the sweep, not only the console
+        meta["idle"] = list(idle)
     (out / "sweep.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return out
 
@@ -228,7 +231,9 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
             first = next(p for p in points if _experiment_of(p) == experiment)
             cfg = compose(experiment, [o for o in first if not o.startswith(("experiment=", "hydra"))])
             results = Path(OmegaConf.select(cfg, "paths.results"))
-            out.append(summarize(results, experiment, overrides))
+            idle = warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted
+            out.append(summarize(results, experiment, overrides,
+                                 [line.removeprefix("memlab: warning: ") for line in idle]))
             print(f"memlab: sweep summary in {out[-1]}", file=sys.stderr)
             if OmegaConf.select(cfg, "logger.name") == "wandb":
                 try:
@@ -236,11 +241,6 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
                 except Exception as err:  # W&B's own errors have no common base; the summary is written anyway
                     print(f"memlab: warning: sweep summary not logged to W&B: {err.__class__.__name__}: {err}",
                           file=sys.stderr)
-            idle = warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted
-            if idle:  # the site shows it beside the sweep, not only the console
-                meta = json.loads((out[-1] / "sweep.json").read_text())
-                meta["idle"] = [line.removeprefix("memlab: warning: ") for line in idle]
-                (out[-1] / "sweep.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     except (MemlabError, OSError, ValueError, KeyError) as err:
         print(f"memlab: warning: no sweep summary: {err}", file=sys.stderr)
     return out

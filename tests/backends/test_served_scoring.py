@@ -17,8 +17,8 @@ with ``--kv_overrides tokenizer.ggml.add_bos_token=bool:true`` and computes log 
 Tokens and alignment: the echo lists token strings (no ids); the backend takes the ids from the server's
 tokenizer (/extras/tokenize, which includes the BOS: dropped) and checks the count. The test asserts these ids
 equal the HF tokenizer's ids (HF ``score()``), that they decode to the text, and compares served position j
-with HF's ``score_token_ids([BOS] + ids)`` position j + 1 — the same conditioning (HF ``score()`` is
-``score_token_ids`` of the tokenizer's ids, without the BOS).
+with position j of an HF backend set to the served preset's ``score_bos: prepend`` (conf/model/llama-cpp.yaml) —
+the same conditioning, log p(x_j | BOS, x_<j), with no shifting in the test (backends/score_bos.py).
 
 Measured (4 texts, 97 scored tokens, 2026-11, llama-cpp-python 0.3.36 built with GGML_NATIVE=OFF, AVX2):
 max |Δ log p| = 0.62, mean |Δ log p| = 0.085 (95th percentile 0.31), signed mean ≈ 0 (noise, not a shift);
@@ -86,17 +86,29 @@ def smollm_gguf(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def hf_smollm(smollm_gguf):
+def _hf(gguf: Path, score_bos: str):
     """HF backend on the fp32 weights: the converted folder when built, else the same GGUF dequantized."""
     from memlab.backends.hf import HFBackend
     from memlab.models.convert import is_converted
 
     folder = ROOT / "models" / "smollm2-135m-instruct"
     if is_converted(folder):
-        return HFBackend(str(folder), threads=1, batch_size=4, score_bos="tokenizer")
-    return HFBackend(str(smollm_gguf.parent), gguf_file=smollm_gguf.name, threads=1, batch_size=4,
-                     name="smollm2-135m-instruct", score_bos="tokenizer")
+        return HFBackend(str(folder), threads=1, batch_size=4, score_bos=score_bos)
+    return HFBackend(str(gguf.parent), gguf_file=gguf.name, threads=1, batch_size=4,
+                     name="smollm2-135m-instruct", score_bos=score_bos)
+
+
+@pytest.fixture(scope="module")
+def hf_smollm(smollm_gguf):
+    """HF with the presets' ``score_bos: tokenizer`` (the text's ids as its tokenizer gives them)."""
+    return _hf(smollm_gguf, "tokenizer")
+
+
+@pytest.fixture(scope="module")
+def hf_smollm_bos(smollm_gguf):
+    """HF with ``score_bos: prepend``, the served preset's policy (conf/model/llama-cpp.yaml): position j of the
+    text is log p(x_j | BOS, x_<j) on both sides (backends/score_bos.py)."""
+    return _hf(smollm_gguf, "prepend")
 
 
 @contextlib.contextmanager
@@ -132,27 +144,20 @@ def served_cfg(base_url: str, **over) -> dict:
     return cfg
 
 
-def _hf_with_bos(hf, texts):
-    """HF scores of [BOS] + the text's ids (what the server computes): HF's score() is score_token_ids of the
-    tokenizer's ids; position j of the text is position j + 1 here."""
-    bos = hf.tokenizer.bos_token_id
-    return hf.score_token_ids([[bos] + hf.tokenizer(t)["input_ids"] for t in texts])
-
-
-def test_served_logprobs_match_hf(llama_server, hf_smollm, tmp_path):
+def test_served_logprobs_match_hf(llama_server, hf_smollm, hf_smollm_bos, tmp_path):
     api = build_backend(served_cfg(llama_server), {"name": "sqlite", "path": str(tmp_path / "c.sqlite")})
     served = api.score(TEXTS)
     plain = hf_smollm.score(TEXTS)
-    local = _hf_with_bos(hf_smollm, TEXTS)
+    local = hf_smollm_bos.score(TEXTS)
     diffs = []
     for text, s, p, h in zip(TEXTS, served, plain, local):
-        assert s.token_ids == p.token_ids == h.token_ids[1:], text  # the server's tokenizer = HF's
+        assert s.token_ids == p.token_ids == h.token_ids, text  # the server's tokenizer = HF's
         assert hf_smollm.tokenizer.decode(s.token_ids) == text
         assert math.isnan(s.logprobs[0]) and s.vocab_mean is None and s.vocab_std is None
-        d = np.abs(np.asarray(s.logprobs[1:]) - np.asarray(h.logprobs[2:]))
+        d = np.abs(np.asarray(s.logprobs[1:]) - np.asarray(h.logprobs[1:]))
         diffs.append(d)
         assert member_scores(s, text).min_k_pp is None  # top-k only: Min-K%++ unavailable by default
-        assert abs(float(np.mean(s.logprobs[1:])) - float(np.mean(h.logprobs[2:]))) < TOL_SCORE
+        assert abs(float(np.mean(s.logprobs[1:])) - float(np.mean(h.logprobs[1:]))) < TOL_SCORE
     d = np.concatenate(diffs)
     print(f"served vs HF: {d.size} tokens, max |Δ| = {d.max():.4f}, mean |Δ| = {d.mean():.4f}")
     assert d.max() < TOL_MAX and d.mean() < TOL_MEAN
@@ -173,17 +178,17 @@ def test_llama_cpp_echo_without_bos_is_refused(smollm_gguf, tmp_path):
     assert "\n" not in str(err.value) and "add_bos_token=bool:true" in str(err.value)
 
 
-def test_top_k_renormalized_variant(llama_server, hf_smollm, tmp_path):
+def test_top_k_renormalized_variant(llama_server, hf_smollm_bos, tmp_path):
     """The named approximation of Min-K%++'s statistics from top-k log-probs: finite, an upper bound on the
     exact μ (the unseen tail has lower log-probs), cached under its own key."""
     cache = {"name": "sqlite", "path": str(tmp_path / "c.sqlite")}
     api = build_backend(served_cfg(llama_server, vocab_stats="top_k_renormalized", score_top_k=20), cache)
     exact = build_backend(served_cfg(llama_server), cache)
     assert api.score_key(TEXTS[0]) != exact.score_key(TEXTS[0])
-    served, local = api.score(TEXTS[:2]), _hf_with_bos(hf_smollm, TEXTS[:2])
+    served, local = api.score(TEXTS[:2]), hf_smollm_bos.score(TEXTS[:2])
     gaps = []
     for text, s, h in zip(TEXTS, served, local):
-        mu_hat, mu = np.asarray(s.vocab_mean[1:]), np.asarray(h.vocab_mean[2:])
+        mu_hat, mu = np.asarray(s.vocab_mean[1:]), np.asarray(h.vocab_mean[1:])
         assert np.all(np.isfinite(mu_hat)) and np.all(np.asarray(s.vocab_std[1:]) >= 0)
         assert np.all(mu_hat >= mu - TOL_MAX)  # μ̂ ≥ μ up to the arithmetic tolerance
         gaps.append(mu_hat - mu)

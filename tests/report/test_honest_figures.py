@@ -102,7 +102,7 @@ def test_stage_metrics_draws_the_papers_prefix_als_on_the_als_panels_only():
     scores = pd.DataFrame(rows)
     summary = (scores.groupby(["corpus", "stage", "setting"])
                .agg(ALS=("longest_span", "mean"), FMR=("full_match", "mean"), NVR=("nv_recall", "mean")).reset_index())
-    fig = T.stage_metrics(summary, scores, paper_mark("propme_t1_als"), 32)
+    fig = T.stage_metrics(summary, scores, paper_mark("propme_t1_als"), 32, seed=0)
     axes = np.asarray(fig.axes).reshape(2, 3)
     for row in axes:
         assert dotted_at(row[0]) == [pytest.approx(conf_value("propme_t1_als"))]
@@ -167,4 +167,35 @@ def test_memorization_curve_bands_are_wilson_of_exact_over_n():
             lo, hi = wilson(kk, n)
             assert np.isclose(ys, lo).any() and np.isclose(ys, hi).any()
     assert "95 % Wilson intervals; n = 50 probes per point" in fig.get_label()
+    plt.close("all")
+
+
+def test_auc_by_epoch_bootstrap_bars_are_seeded_and_within_0_1():
+    from memlab.methods.pearl import plots as P
+    from memlab.methods.pearl.tables import detection_table
+
+    rng = np.random.default_rng(3)
+    scores = pd.DataFrame([{"epoch": e, "member": m, "loss": rng.normal(m * e / 4), "gfd": rng.normal()}
+                           for e in (0, 4) for m in (0, 1) for _ in range(12)])
+    auc = pd.concat([detection_table(g, "member", ["loss", "gfd"]).assign(epoch=e) for e, g in scores.groupby("epoch")])
+    with pytest.raises(ValueError):
+        P.auc_by_epoch(auc, scores)  # no seed: no unseeded bootstrap
+    segs = lambda f: [s for ax in f.axes for c in ax.collections for s in c.get_segments()]  # noqa: E731
+    a, b = segs(P.auc_by_epoch(auc, scores, seed=7)), segs(P.auc_by_epoch(auc, scores, seed=7))
+    assert a and all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(0.0 <= s[:, 1].min() and s[:, 1].max() <= 1.0 for s in a)
+    assert "seed 7" in plt.gcf().get_label()
+    plt.close("all")
+
+
+def test_stage_metrics_nvr_bars_stay_within_0_1():
+    rows = [{"corpus": c, "stage": st, "setting": "prefix", "longest_span": 1.0, "full_match": False,
+             "nv_recall": v} for c in "AB" for st in ("stage0", "stage1") for v in (0.0, 0.0, 0.0, 0.9)]
+    scores = pd.DataFrame(rows)
+    summary = (scores.groupby(["corpus", "stage", "setting"])
+               .agg(ALS=("longest_span", "mean"), FMR=("full_match", "mean"), NVR=("nv_recall", "mean")).reset_index())
+    fig = T.stage_metrics(summary, scores, seed=0)
+    nvr = [ax for ax in fig.axes if ax.get_title().endswith("NVR")]
+    assert nvr and all(s[:, 1].min() >= 0 for ax in nvr for c in ax.collections for s in c.get_segments())
+    assert "percentile bootstrap for NVR" in fig.get_label()
     plt.close("all")

@@ -228,6 +228,7 @@ def acr_figure(acr, pearl=None, *, score: str, alpha: float | None = None):
     (one marker per perturbation kind), ``alpha`` dotted."""
     import matplotlib.pyplot as plt
 
+    from memlab.methods.pearl.plots import caption
     from memlab.plots import reference
 
     fig, axes = plt.subplots(1, 2 if pearl is not None else 1, figsize=(11 if pearl is not None else 5.5, 3.8),
@@ -257,4 +258,14 @@ def acr_figure(acr, pearl=None, *, score: str, alpha: float | None = None):
         ax.set_title("PEARL vs ACR (document × epoch)")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    return fig
+    return caption(fig, _acr_caption(acr, pearl, score, alpha))
+
+
+def _acr_caption(acr, pearl, score: str, alpha: float | None) -> str:
+    """What :func:`acr_figure` draws, on what n."""
+    n = ", ".join(f"{split} n = {k}" for split, k in acr.groupby("split").doc_id.nunique().items())
+    right = (f" Right: PEARL {score} vs ACR per document × epoch, one marker per perturbation kind"
+             + (f"; dotted: α = {alpha:g}" if alpha is not None else "") + "." if pearl is not None else "")
+    return (f"{'Left: ' if pearl is not None else ''}ACR of a {int(acr.target_tokens.iloc[0])}-token window per "
+            "fine-tuning epoch, each document a point (hollow: an upper bound), the split's plain mean a line; dashed: "
+            f"ACR = 1.{right} No intervals: every document is drawn; {n} documents.")

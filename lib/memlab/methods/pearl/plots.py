@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
 from memlab.plots import dodge, reference, wilson_bounds, wilson_yerr
 
 
@@ -70,19 +72,56 @@ def flagged_by_epoch(flags, kinds: Sequence[str], score: str, paper: tuple[float
                         f"{'; star: the paper’s share of members at its last epoch' if paper else ''}; {n_text(flags)}.")
 
 
-def auc_by_epoch(auc):
-    """ROC-AUC (members vs non-members) of every score per fine-tuning epoch; PEARL's scores drawn thick."""
+def auc_bounds(scores, score: str, epochs, truth: str, *, n_resamples: int, seed: int):
+    """Per epoch, the 95 % stratified percentile bootstrap interval of ``score``'s ROC-AUC against ``truth``
+    (:func:`memlab.metrics.detection.roc_auc_ci`, ``n_resamples``, ``seed``) over the documents of ``scores`` (one
+    row per document × epoch); NaN where an epoch lacks a class."""
+    from memlab.metrics.detection import roc_auc_ci
+
+    lo, hi = [], []
+    for e in epochs:
+        g = scores[scores.epoch == e]
+        x = g[score].astype(float).to_numpy()
+        ok = np.isfinite(x)
+        y = g[truth].astype(int).to_numpy()[ok]
+        if len(set(y.tolist())) < 2:
+            lo.append(float("nan"))
+            hi.append(float("nan"))
+            continue
+        b = roc_auc_ci(y, x[ok], n_resamples=n_resamples, seed=seed)
+        lo.append(b.ci_low)
+        hi.append(b.ci_high)
+    return np.array(lo), np.array(hi)
+
+
+def auc_by_epoch(auc, scores=None, *, truth: str = "member", seed: int | None = None, n_resamples: int = 1000):
+    """ROC-AUC (members vs non-members) of every score per fine-tuning epoch; PEARL's scores drawn thick; bars,
+    when ``scores`` (the per-document scores the AUCs come from) is given: 95 % bootstrap intervals
+    (:func:`auc_bounds`, seeded with ``seed``, the config's)."""
     import matplotlib.pyplot as plt
 
+    if scores is not None and seed is None:
+        raise ValueError("auc_by_epoch: bootstrap intervals need the config's seed")
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for s, g in auc.groupby("score"):
-        ax.plot(g.epoch, g.auc, marker=".", label=s, lw=2.5 if s in ("sensitivity", "gfd") else 1)
+    groups = list(auc.groupby("score"))
+    for i, (s, g) in enumerate(groups):
+        lw = 2.5 if s in ("sensitivity", "gfd") else 1
+        if scores is None:
+            ax.plot(g.epoch, g.auc, marker=".", label=s, lw=lw)
+            continue
+        lo, hi = auc_bounds(scores, s, g.epoch, truth, n_resamples=n_resamples, seed=seed)
+        mid = g.auc.to_numpy(float)
+        yerr = [np.clip(np.nan_to_num(mid - lo), 0, None), np.clip(np.nan_to_num(hi - mid), 0, None)]
+        ax.errorbar(g.epoch + dodge(i, len(groups), auc.epoch), g.auc, yerr=yerr, capsize=2, marker=".", label=s, lw=lw)
     reference(ax.axhline(0.5, c="grey", ls=":", lw=1))
     ax.set_xlabel("fine-tuning epoch")
     ax.set_ylabel("ROC-AUC (members vs non-members)")
     ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    bars = (f"bars: 95 % stratified percentile bootstrap intervals over documents ({n_resamples} resamples, seed "
+            f"{seed}); " if scores is not None else "no intervals; ")
     return caption(fig, "ROC-AUC of every score separating members from non-members per fine-tuning epoch; dotted: "
-                        f"chance (0.5); {n_text(auc) or 'n as in the detection table'}.")
+                        f"chance (0.5); {bars}{n_text(auc) or 'n as in the detection table'}.")
 
 
 def fpr_by_size(fpr, sizes: Sequence[str], score: str):

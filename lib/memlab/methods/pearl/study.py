@@ -218,7 +218,7 @@ def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
         res.table("detection_vs_extractable_by_epoch", ext.round(3), show=False)
         res.table("auc_vs_extractable", ext.pivot_table(index="score", columns="epoch", values="auc").round(2)
                   .reset_index(), show=False)
-    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")]))
+    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")], report, seed=method.seed))
     res.figure("flagged_by_epoch", plots.mia_vs_pearl(table4.reset_index()))
     cal = final[final.rule.str.startswith("fixed at")]
     res.metric(**{f"auc_final_{r.score}": r.auc for r in cal.itertuples()},

@@ -16,6 +16,7 @@ import numpy as np
 
 from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, rule, untestable
 from memlab.methods.recap.agents import agents_label
+from memlab.methods.recap.evaluate import filtered_rouge
 from memlab.metrics.bootstrap import resample_indices
 from memlab.metrics.intervals import (bonferroni_level, expanded_level, n_to_decide, permutation_diff, quantile_ci,
                                       sign_flip_p, wilson, wilson_n_to_decide)
@@ -357,7 +358,7 @@ def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
     """Per signal, the frontier area (mean over savings levels 0–1 of the best filtered ROUGE-L reachable while
     saving at least that share) for each resample of events ``idx`` (B × n)."""
     grid = np.linspace(0, 1, 201)
-    calls, full, base = (ev[c].to_numpy(float)[idx] for c in ("feedback_calls", "recap", "dsp_jb"))
+    calls, full = (ev[c].to_numpy(float)[idx] for c in ("feedback_calls", "recap"))
     total = calls.sum(axis=1)
     out = {}
     for sig in ("hybrid", "rouge_l", "cosine"):
@@ -367,7 +368,7 @@ def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
             keep = s >= t
             with np.errstate(invalid="ignore", divide="ignore"):
                 pts_q.append(np.where(total > 0, (calls * ~keep).sum(axis=1) / total, 0.0))
-            pts_r.append(np.where(keep, full, base).mean(axis=1))
+            pts_r.append(filtered_rouge(ev, sig, t, idx).mean(axis=1))
         q, r = np.stack(pts_q, 1), np.stack(pts_r, 1)                     # B × points
         ok = q[:, :, None] >= grid[None, None, :] - 1e-12                   # B × points × grid
         best = np.where(ok, r[:, :, None], -np.inf).max(axis=1)

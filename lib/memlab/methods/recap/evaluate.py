@@ -214,25 +214,33 @@ def gains_summary(gains: pd.DataFrame) -> pd.DataFrame:
                               "metadata + feedback echo of the same events"))
 
 
+def filtered_rouge(events: pd.DataFrame, signal: str, threshold: float, idx=None) -> np.ndarray:
+    """The memorization-score filter rule, per event of ``events`` (:func:`filter_events`): RECAP's score where
+    ``signal`` ≥ ``threshold`` (the event is refined), else DSP + JB's (it stops before the feedback loop).
+    ``idx``: optional (resamples × events) positions to take the events at (one row per resample)."""
+    def col(c):
+        x = events[c].to_numpy(float)
+        return x if idx is None else x[idx]
+    return np.where(col(signal) >= threshold, col("recap"), col("dsp_jb"))
+
+
 def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, variant: str) -> pd.DataFrame:
     """Fig. 8 / App. U.2 analog (oracle, from unfiltered runs): refine only events whose signal ≥ threshold.
 
     Signals: hybrid memorization score, ROUGE-L recall and cosine of the first valid attempt. For each
     threshold: share of feedback-loop target queries saved, and mean event ROUGE-L with filtering vs without
-    (filtered events keep their DSP + JB score).
+    (filtered events keep their DSP + JB score: :func:`filtered_rouge`).
     """
-    recs = [r for r in records if r.get("status") == "ok" and r.get("memscore")]
+    ev = filter_events(records, variant=variant)
     rows = []
-    if not recs:
+    if ev.empty:
         return pd.DataFrame(rows)
-    fb_calls = np.array([r["methods"]["recap"]["target_calls"] - r["methods"]["dsp_jb"]["target_calls"] for r in recs])
-    full = np.array([r["methods"]["recap"][variant] for r in recs])
-    base = np.array([r["methods"]["dsp_jb"][variant] for r in recs])
-    for signal, key in (("hybrid", "score"), ("rouge_l", "rouge_l"), ("cosine", "cosine")):
-        s = np.array([r["memscore"][key] for r in recs])
+    fb_calls, full = ev["feedback_calls"].to_numpy(), ev["recap"].to_numpy(float)
+    for signal in ("hybrid", "rouge_l", "cosine"):
+        s = ev[signal].to_numpy(float)
         for thr in thresholds:
             keep = s >= thr
-            filt = np.where(keep, full, base)
+            filt = filtered_rouge(ev, signal, thr)
             rows.append({"signal": signal, "threshold": float(thr),
                          "queries_saved": float(fb_calls[~keep].sum() / fb_calls.sum()) if fb_calls.sum() else 0.0,
                          "rouge_l_filtered": float(filt.mean()), "rouge_l_unfiltered": float(full.mean()),

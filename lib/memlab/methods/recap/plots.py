@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from memlab.methods.recap.evaluate import METHOD_NAMES  # noqa: E402
+from memlab.methods.recap.evaluate import METHOD_NAMES, filtered_rouge  # noqa: E402
 from memlab.methods.recap.pipeline import METHODS  # noqa: E402
 from memlab.plots import bootstrap_yerr, dodge, paper_line, wilson_yerr  # noqa: E402
 
@@ -93,7 +93,7 @@ def filter_tradeoff(tr: pd.DataFrame, events: pd.DataFrame, *, n_resamples: int,
     the filtered mean; ``paper`` = (value, label) of the paper's hybrid-filtered ROUGE-L, drawn dotted."""
     fig, ax = plt.subplots(figsize=(5.5, 3.5))
     for s, g in tr.groupby("signal"):
-        samples = [events["recap"].where(events[s] >= thr, events["dsp_jb"]) for thr in g["threshold"]]
+        samples = [filtered_rouge(events, s, thr) for thr in g["threshold"]]
         ax.errorbar(g["queries_saved"], g["rouge_l_filtered"], capsize=3, marker="o", label=s,
                     yerr=bootstrap_yerr(samples, n_resamples=n_resamples, seed=seed))
     paper_line(ax, paper)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from memlab.methods.trace.claims import B  # the claims' bootstrap resamples, also the NVR bars'
+
 SETTINGS = ["generic", "specific", "prefix"]
 
 
 # each plotted metric and the per-generation column of ``generation_scores`` whose mean it is
 PER_GENERATION = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
+Y_LABEL = {"ALS": "longest span (tokens)", "FMR": "share of generations", "NVR": "mean nv_recall"}
 
 
 def mean_bar(x) -> tuple[float, float]:
     """Distances below and above the mean of ``x`` to its 95 % interval: Wilson's for 0/1 values (a rate: FMR),
-    else ± 1.96 standard errors (0 for fewer than two values). The bars of the stage figures."""
+    else ± 1.96 standard errors (0 for fewer than two values). The ALS and FMR bars of the stage figures."""
     import numpy as np
 
     from memlab.metrics.intervals import wilson
@@ -28,10 +31,26 @@ def mean_bar(x) -> tuple[float, float]:
     return half, half
 
 
-def stage_metrics(summary, scores, paper: tuple[float, str] | None = None, max_new_tokens: int | None = None):
+def _stage_bars(per, stages, metric: str, *, n_resamples: int, seed: int):
+    """``yerr`` of one line of :func:`stage_metrics`: per stage, its generations' 95 % interval — NVR (a mean of
+    per-generation shares, not a count ratio) by percentile bootstrap (:func:`memlab.plots.bootstrap_yerr`), ALS
+    and FMR by :func:`mean_bar`; 0 for a stage without generations."""
+    from memlab.plots import bootstrap_yerr
+
+    col = PER_GENERATION[metric]
+    samples = [per.get_group(st)[col] if st in per.groups else [] for st in stages]
+    if metric == "NVR":
+        return bootstrap_yerr(samples, n_resamples=n_resamples, seed=seed)
+    bars = [mean_bar(x) if len(x) else (0.0, 0.0) for x in samples]
+    return [b[0] for b in bars], [b[1] for b in bars]
+
+
+def stage_metrics(summary, scores, paper: tuple[float, str] | None = None, max_new_tokens: int | None = None, *,
+                  seed: int, n_resamples: int = B):
     """ALS, FMR and NVR per training stage, one line per prompt setting; rows = corpus A, B; bars: 95 % intervals
-    of the mean over the stage's generations (:func:`mean_bar`; ``scores``: one row per generation); ``paper`` =
-    (value, label) of the paper's prefix ALS (tokens), drawn dotted on the ALS panels."""
+    of the mean over the stage's generations (:func:`_stage_bars`; ``scores``: one row per generation; ``seed``:
+    the config's, as the claims' bootstraps); ``paper`` = (value, label) of the paper's prefix ALS (tokens),
+    drawn dotted on the ALS panels."""
     import matplotlib.pyplot as plt
 
     from memlab.plots import paper_line
@@ -42,13 +61,14 @@ def stage_metrics(summary, scores, paper: tuple[float, str] | None = None, max_n
             ax = axes[i][j]
             for setting, g in summary[summary.corpus == c].groupby("setting"):
                 per = scores[(scores.corpus == c) & (scores.setting == setting)].groupby("stage")
-                bars = [mean_bar(per.get_group(st)[PER_GENERATION[m]]) if st in per.groups else (0.0, 0.0)
-                        for st in g.stage]
-                ax.errorbar(g.stage, g[m], yerr=[[b[0] for b in bars], [b[1] for b in bars]], capsize=3,
-                            marker="o", label=setting)
+                ax.errorbar(g.stage, g[m], yerr=_stage_bars(per, g.stage, m, n_resamples=n_resamples, seed=seed),
+                            capsize=3, marker="o", label=setting)
             if m == "ALS":
                 paper_line(ax, paper and (paper[0], f"{paper[1]}, prefix"))
             ax.set_title(f"corpus {c}: {m}", fontsize=9)
+            ax.set_ylabel(Y_LABEL[m], fontsize=8)
+            if i == 1:
+                ax.set_xlabel("training stage", fontsize=8)
     axes[0][0].legend()
     n = scores.groupby(["corpus", "stage", "setting"]).size()
     cap = f"ours have at most {max_new_tokens} new tokens, no longer span possible" if max_new_tokens else ""
@@ -56,7 +76,8 @@ def stage_metrics(summary, scores, paper: tuple[float, str] | None = None, max_n
              f"corpus, longer generations{': ' + cap if cap else ''}); " if paper else "")
     fig.set_label("SimpleTrace metrics (ALS, FMR, NVR) of each training stage's generations, one line per prompt "
                   "setting, corpus A (top) and B (bottom); each point is the mean over the stage's generations of "
-                  "that setting; bars: 95 % intervals (Wilson for FMR, a rate; ± 1.96 standard errors for ALS and NVR); "
+                  "that setting; bars: 95 % intervals (Wilson for FMR, a rate; percentile bootstrap for NVR, a mean "
+                  f"of per-generation shares, {n_resamples} resamples, seed {seed}; ± 1.96 standard errors for ALS); "
                   + drawn + (f"n = {n.min()}–{n.max()} generations per point." if n.min() != n.max()
                      else f"n = {n.min()} generations per point."))
     return fig

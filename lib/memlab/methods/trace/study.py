@@ -183,7 +183,8 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     res.table("stage_metrics_full", summary, show=False)
     res.table("stage_metrics", summary[keys + ["ALS", "FMR", "NVR", "token_accuracy", "generations_with_spans"]])
     res.figure("stage_metrics", plots.stage_metrics(summary, generation_frame(traces, keys),
-                                                    paper_mark("propme_t1_als"), p.max_new_tokens))
+                                                    paper_mark("propme_t1_als"), p.max_new_tokens,
+                                                    seed=method.seed))
     prop = pd.DataFrame(propensity_rows(summary.to_dict("records"), keys, eps=method.propensity_eps))
     prop = res.table("stage_propensity", prop.sort_values(["corpus", "stage", "setting"]).reset_index(drop=True))
     res.figure("stage_propensity", plots.stage_propensity(prop))
