@@ -92,11 +92,14 @@ def hf_smollm(smollm_gguf):
     from memlab.backends.hf import HFBackend
     from memlab.models.convert import is_converted
 
+    from tests.backends.hf_presets import hf_preset_config
+
+    common = dict(threads=1, batch_size=4, score_batch_size=None, score_bos="tokenizer")
     folder = ROOT / "models" / "smollm2-135m-instruct"
     if is_converted(folder):
-        return HFBackend(str(folder), threads=1, batch_size=4, score_bos="tokenizer")
-    return HFBackend(str(smollm_gguf.parent), gguf_file=smollm_gguf.name, threads=1, batch_size=4,
-                     name="smollm2-135m-instruct", score_bos="tokenizer")
+        return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(folder), **common))
+    return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(smollm_gguf.parent),
+                                      gguf_file=smollm_gguf.name, **common))
 
 
 @contextlib.contextmanager
