@@ -19,8 +19,8 @@ from typing import Any, Mapping, Sequence
 
 from memlab.config import CONF_DIR, config_groups
 
-# the backends' documented optional keys (lib/memlab/backends/hf.py HFBackend.from_config, openai_compat.py's
-# module docstring); tests/faults/test_known_keys.py checks them against the constructors' signatures
+# the backends' documented keys (lib/memlab/backends/hf_config.py HFBackendConfig, openai_compat.py's module
+# docstring); tests/faults/test_known_keys.py checks them against HFBackendConfig's fields and the OpenAI constructor
 OPTIONAL_MODEL_KEYS = {
     "hf": ("name", "backend", "path", "gguf_file", "revision", "device", "dtype", "threads", "batch_size",
            "score_batch_size", "chat_template", "kv_cache", "trust_remote_code", "score_bos"),
@@ -28,7 +28,7 @@ OPTIONAL_MODEL_KEYS = {
                "timeout", "price_in_per_mtok", "price_out_per_mtok", "backoff_base", "backoff_max",
                "max_tokens_param", "revision", "can_score", "score_top_k", "vocab_stats", "score_bos"),
 }
-MODEL_DOCS = {"hf": "lib/memlab/backends/hf.py (HFBackend.from_config)",
+MODEL_DOCS = {"hf": "lib/memlab/backends/hf_config.py (HFBackendConfig)",
               "openai": "lib/memlab/backends/openai_compat.py (module docstring)"}
 GPU_DEVICES = ("cuda", "gpu")
 _MAX_POINTS = 64  # sweep points composed for the check; beyond that only the first ones are checked

@@ -226,9 +226,8 @@ def test_score_batch_size_bounds_scoring_passes(micro_family, micro_backend):
     """score_batch_size (rows per teacher-forced pass) is apart from batch_size (rows per generation pass)."""
     narrow = build_backend({**micro_family.model_cfg, "batch_size": 4, "score_batch_size": 2})
     assert (narrow.batch_size, narrow.score_batch_size) == (4, 2)
-    unset = {k: v for k, v in micro_family.model_cfg.items() if k != "score_batch_size"}
-    plain = build_backend({**unset, "batch_size": 4})
-    assert plain.score_batch_size == plain.batch_size == 4  # unset: the generation batch size
+    plain = build_backend({**micro_family.model_cfg, "batch_size": 4, "score_batch_size": None})
+    assert plain.score_batch_size == plain.batch_size == 4  # null: the generation batch size
     plain.close()
     passes: list[int] = []
     hook = narrow.model.register_forward_hook(lambda mod, args, kwargs_out: passes.append(1))
@@ -268,6 +267,8 @@ def test_zero_new_tokens_and_progress(micro_backend):
 
 
 def test_config_errors_are_one_line(micro_family, tmp_path, monkeypatch):
+    from tests.backends.hf_presets import preset_node
+
     with pytest.raises(MemlabError, match="make models") as e:
         build_backend({**micro_family.model_cfg, "path": str(tmp_path / "nope")})
     assert "\n" not in str(e.value)
@@ -277,8 +278,7 @@ def test_config_errors_are_one_line(micro_family, tmp_path, monkeypatch):
         build_backend({**micro_family.model_cfg, "path": "models/smollm2-135m-instruct"})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(MemlabError, match="hub is offline") as e:
-        build_backend({"backend": "hf", "path": "EleutherAI/pythia-160m", "revision": "step143000",
-                       "score_bos": "tokenizer"})
+        build_backend(preset_node("pythia-160m"))  # a hub id (conf/model/pythia-160m.yaml)
     assert "\n" not in str(e.value) and "local model folder" in str(e.value)
     with pytest.raises(ConfigError, match="model.backend"):
         build_backend({"backend": "vllm-native", "name": "x"})

@@ -58,11 +58,14 @@ def hf_prepend(smollm_gguf):  # noqa: F811
     from memlab.backends.hf import HFBackend
     from memlab.models.convert import is_converted
 
+    from tests.backends.hf_presets import hf_preset_config
+
+    common = dict(threads=1, batch_size=4, score_batch_size=None, score_bos="prepend")
     folder = ROOT / "models" / "smollm2-135m-instruct"
     if is_converted(folder):
-        return HFBackend(str(folder), threads=1, batch_size=4, score_bos="prepend")
-    return HFBackend(str(smollm_gguf.parent), gguf_file=smollm_gguf.name, threads=1, batch_size=4,
-                     name="smollm2-135m-instruct", score_bos="prepend")
+        return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(folder), **common))
+    return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(smollm_gguf.parent),
+                                      gguf_file=smollm_gguf.name, **common))
 
 
 def test_served_and_hf_agree_under_prepend_on_edge_cases(llama_server, hf_prepend):  # noqa: F811

@@ -91,11 +91,13 @@ def _hf(gguf: Path, score_bos: str):
     from memlab.backends.hf import HFBackend
     from memlab.models.convert import is_converted
 
+    from tests.backends.hf_presets import hf_preset_config
+
+    common = dict(threads=1, batch_size=4, score_batch_size=None, score_bos=score_bos)
     folder = ROOT / "models" / "smollm2-135m-instruct"
     if is_converted(folder):
-        return HFBackend(str(folder), threads=1, batch_size=4, score_bos=score_bos)
-    return HFBackend(str(gguf.parent), gguf_file=gguf.name, threads=1, batch_size=4,
-                     name="smollm2-135m-instruct", score_bos=score_bos)
+        return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(folder), **common))
+    return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(gguf.parent), gguf_file=gguf.name, **common))
 
 
 @pytest.fixture(scope="module")
