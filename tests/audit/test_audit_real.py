@@ -58,6 +58,13 @@ def _check_page(folder: Path) -> pd.DataFrame:
         assert 0 <= r.gt_recall <= 1 and 0 <= r.gt_fpr <= 1, r
         assert re.match(r"(pearl_mia|recap_table3|trace_validation) \[default\] at [0-9a-f]{7}", r.gt_run), r.gt_run
     assert (folder / "figures" / "audit.png").stat().st_size > 10_000
+    # every figure the page shows has its caption (PEARL's are carried over from its study)
+    captions = json.loads((folder / "figures" / "captions.json").read_text())
+    assert set(captions) == {p.stem for p in (folder / "figures").glob("*.png")}
+    assert all(c["caption"] for c in captions.values())
+    # one MIA threshold per domain and score, fitted once on the domain's known-unseen calibration half
+    thresholds = pd.read_csv(folder / "tables" / "mia_thresholds.csv")
+    assert not thresholds.duplicated(["domain", "score"]).any() and len(thresholds) >= 2
     return audit
 
 

@@ -28,20 +28,21 @@ class Rates:
     run: str                      # the zoo run the rates come from, or why there are none
 
     def row(self) -> dict:
-        def rate(k, n):
-            if k is None or not n:
-                return None, None, None
-            lo, hi = wilson(k, n)
-            return k / n, lo, hi
-
-        rec, rec_lo, rec_hi = rate(self.members_flagged, self.members)
-        fpr, fpr_lo, fpr_hi = rate(self.nonmembers_flagged, self.nonmembers)
+        rec, rec_lo, rec_hi = share(self.members_flagged, self.members)
+        fpr, fpr_lo, fpr_hi = share(self.nonmembers_flagged, self.nonmembers)
         flagged = (self.members_flagged or 0) + (self.nonmembers_flagged or 0)
         prec = self.members_flagged / flagged if rec is not None and fpr is not None and flagged else None
         return {"gt_rule": self.rule, "gt_recall": rec, "gt_recall_low": rec_lo, "gt_recall_high": rec_hi,
                 "gt_fpr": fpr, "gt_fpr_low": fpr_lo, "gt_fpr_high": fpr_hi, "gt_precision": prec,
                 "gt_n": f"{self.members} members + {self.nonmembers} non-members" if rec is not None else None,
                 "gt_run": self.run}
+
+
+def share(k: int | None, n: int | None) -> tuple[float | None, float | None, float | None]:
+    """k of n as a share with its Wilson 95 % bounds; (None, None, None) when there is nothing to count."""
+    if k is None or not n:
+        return None, None, None
+    return (k / n, *wilson(k, n))
 
 
 def missing(rule: str, why: str) -> Rates:

@@ -23,7 +23,6 @@ from memlab.methods.recap.study import run_recap
 from memlab.methods.trace import study as trace_study
 from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import propensity_rows, summary_rows
-from memlab.metrics.intervals import wilson
 from memlab.results import StudyResult
 from memlab.schema import check
 
@@ -93,8 +92,8 @@ def audit(pearl: PearlConfig, recap: RecapConfig, trace: TraceConfig, p: AuditPa
                           f"({', '.join(n['name'] for n in targets)}): run it once per model, e.g. "
                           "python -m memlab.run -m experiment=audit model=a,b")
     node, results, detail = targets[0], Path(results), StudyResult()
-    rows = _pearl(pearl, p, catalog, node, results, detail)
-    rows += _recap(recap, p, catalog, node, Path(out_dir) / "recap", results, detail, progress)
+    rows, style = _pearl(pearl, p, catalog, node, results, detail)
+    rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", results, detail, progress)
     rows += _trace(trace, p, catalog, node, results, detail)
     summary = pd.DataFrame(rows)
     res = StudyResult()
@@ -107,17 +106,20 @@ def audit(pearl: PearlConfig, recap: RecapConfig, trace: TraceConfig, p: AuditPa
 
 def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None, rates: GT.Rates,
              note: str = "") -> dict:
-    value, lo, hi = (None, None, None) if k is None or not n else (k / n, *wilson(k, n))
+    value, lo, hi = GT.share(k, n)
     return {"method": method, "finding": finding, "rule": rule, "value": value, "ci_low": lo, "ci_high": hi,
             "k": k, "n": n, "note": note, **rates.row()}
 
 
 # -- PEARL and the MIA baselines -----------------------------------------------------------------------------
-def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Path, detail: StudyResult) -> list[dict]:
+def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Path,
+           detail: StudyResult) -> tuple[list[dict], str]:
+    """PEARL's and the MIA baselines' rows, and the model's prompt style (read while the MIA holds the model)."""
     wild = pearl_study.wild(pearl, p.wild, catalog, [node])
     for name, df in wild.tables.items():
         detail.table(f"pearl_{name}", df, show=False)
-    detail.figures.update({f"pearl_{k}": v for k, v in wild.figures.items()})
+    for name, fig in wild.figures.items():
+        detail.figure(f"pearl_{name}", fig, show=False, caption=wild.captions.get(name))
     score, alpha = pearl.decision_score, pearl.alpha
     gt = GT.pearl_rates(results, p.ground_truth.pearl, list(MIA_SCORES), alpha, score, p.mia.target_fpr)
     df, rows = wild.tables["pearl_scores"], []
@@ -126,48 +128,51 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Pat
         what = "known-unseen (FPR)" if source in p.calibration_sources.values() else "flagged"
         rows.append(_finding(f"PEARL ({task})", f"{source}: {what}", f"{score} > {alpha}",
                              int((g[score] > alpha).sum()), len(g), gt[score]))
-    return rows + _mia(pearl, p, catalog, node, gt, detail)
+    mia, style = _mia(pearl, p, catalog, node, gt, detail)
+    return rows + mia, style
 
 
-def _mia(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict, detail: StudyResult) -> list[dict]:
+def _mia(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
+         detail: StudyResult) -> tuple[list[dict], str]:
     import pandas as pd
 
     sources, halves = pearl_study.wild_sources(pearl, p.wild)
     with catalog.using(node) as backend:
+        style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
         try:
             frames = [T.mia_frame(backend, docs, k=p.mia.min_k, max_words=pearl.task.max_input_words, source=name)
                       for name, docs in sources.items()]
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
             why = " ".join(str(err).split())
-            return [_finding(f"MIA ({s})", "unavailable", "—", None, None, gt[s], note=why) for s in MIA_SCORES]
+            return [_finding(f"MIA ({s})", "unavailable", "—", None, None, gt[s], note=why) for s in MIA_SCORES], style
     df = pd.concat(frames, ignore_index=True)
     df["half"] = df.doc_id.map(halves).fillna("all")
     scored = [s for s in MIA_SCORES if df[s].notna().any()]
     rows = [_finding(f"MIA ({s})", "unavailable", "—", None, None, gt[s],
                      note="the backend gives no score for it (Min-K%++ needs the whole vocabulary's log-probs)")
             for s in MIA_SCORES if s not in scored]
-    fits = []
+    fits = [{"score": s, "domain": domain,
+             "threshold": calibrate_alpha(df[(df.source == unseen) & (df.half == "calibration")][s].dropna().to_numpy(),
+                                          p.mia.target_fpr, floor=float("-inf")),
+             "fitted_on": f"{unseen} calibration half"}
+            for domain, unseen in p.calibration_sources.items() for s in scored]
+    thresholds = {(f["domain"], f["score"]): f["threshold"] for f in fits}
     for source, spec in p.sources.items():
         unseen = p.calibration_sources[spec.domain]
-        cal = df[(df.source == unseen) & (df.half == "calibration")]
         g = df[(df.source == source) & (df.half != "calibration")]
+        what = "known-unseen (FPR)" if source == unseen else "flagged"
         for s in scored:
-            thr = calibrate_alpha(cal[s].dropna().to_numpy(), p.mia.target_fpr, floor=float("-inf"))
-            fits.append({"score": s, "domain": spec.domain, "threshold": thr, "fitted_on": f"{unseen} calibration half"})
-            what = "known-unseen (FPR)" if source == unseen else "flagged"
             vals = g[s].dropna()
             rows.append(_finding(f"MIA ({s})", f"{source}: {what}", f"fitted at FPR {p.mia.target_fpr} on {unseen}",
-                                 int((vals > thr).sum()), len(vals), gt[s]))
+                                 int((vals > thresholds[spec.domain, s]).sum()), len(vals), gt[s]))
     detail.table("mia_scores", df.round(4), show=False)
-    detail.table("mia_thresholds", pd.DataFrame(fits).drop_duplicates().round(6), show=False)
-    return rows
+    detail.table("mia_thresholds", pd.DataFrame(fits).round(6), show=False)
+    return rows, style
 
 
 # -- RECAP -----------------------------------------------------------------------------------------------------
-def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, out_dir: Path, results: Path,
+def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, style: str, out_dir: Path, results: Path,
            detail: StudyResult, progress: bool) -> list[dict]:
-    with catalog.using(node) as backend:
-        style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
     target = TargetConfig(model=node, prompt_style=style, price_in=0.0, price_out=0.0, membership=None,
                           **dataclasses.asdict(p.recap))
     cfg = dataclasses.replace(recap, targets={node["name"]: target})

@@ -221,7 +221,13 @@ def filtered_rouge(events: pd.DataFrame, signal: str, threshold: float, idx=None
     def col(c):
         x = events[c].to_numpy(float)
         return x if idx is None else x[idx]
-    return np.where(col(signal) >= threshold, col("recap"), col("dsp_jb"))
+    return np.where(refined(events, signal, threshold, idx), col("recap"), col("dsp_jb"))
+
+
+def refined(events: pd.DataFrame, signal: str, threshold: float, idx=None) -> np.ndarray:
+    """The filter's decision per event: refined by the feedback loop iff ``signal`` ≥ ``threshold``."""
+    s = events[signal].to_numpy(float)
+    return (s if idx is None else s[idx]) >= threshold
 
 
 def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, variant: str) -> pd.DataFrame:
@@ -237,9 +243,8 @@ def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, var
         return pd.DataFrame(rows)
     fb_calls, full = ev["feedback_calls"].to_numpy(), ev["recap"].to_numpy(float)
     for signal in ("hybrid", "rouge_l", "cosine"):
-        s = ev[signal].to_numpy(float)
         for thr in thresholds:
-            keep = s >= thr
+            keep = refined(ev, signal, thr)
             filt = filtered_rouge(ev, signal, thr)
             rows.append({"signal": signal, "threshold": float(thr),
                          "queries_saved": float(fb_calls[~keep].sum() / fb_calls.sum()) if fb_calls.sum() else 0.0,
