@@ -6,7 +6,8 @@
   broken); it goes to ``tables/sanity.csv`` with a negative control, never to the verdicts.
 * Each method judges its claims in ``memlab/methods/<method>/claims.py`` (the demo: ``memorization_claims``) with
   functions registered by ``@rule("<claim id>")``. A rule receives the study's :class:`~memlab.results.StudyResult`
-  and the :class:`Claim`, states the claim as a hypothesis with a direction (and the paper's magnitude where it
+  (its tables, its measured metrics, and the settings the run used as typed config: ``res.method``, ``res.params``
+  — never a setting read back from metrics with a default) and the :class:`Claim`, states the claim as a hypothesis with a direction (and the paper's magnitude where it
   gives one) in its docstring's first paragraph, and decides on an interval of the effect (:func:`decide`):
 
   - ``reproduced``: the interval lies on the claim's side of the threshold;

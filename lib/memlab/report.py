@@ -171,6 +171,8 @@ class Report:
         this experiment in conf/paper/, judged by :mod:`memlab.comparison`)."""
         from memlab.comparison import comparison_table, load_claims, sanity_table
 
+        if load_claims(self.experiment):  # the rules judge under the settings this run used (StudyResult.method)
+            result.config = self.cfg
         if load_claims(self.experiment, kind="sanity"):  # checks of our setup, apart from the claims (issue 27)
             result.tables = {"sanity": sanity_table(self.experiment, result), **result.tables}
             result.shown = ["sanity", *result.shown]

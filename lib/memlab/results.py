@@ -3,12 +3,20 @@
 Study functions (``memlab.methods.<m>.study``) compute; a notebook hands the result to
 :meth:`memlab.report.Report.save`, which writes ``tables/<name>.csv``, ``figures/<name>.png`` and ``metrics.json``
 and displays what the study marked to show.
+
+The claim rules (:mod:`memlab.comparison`) judge a result under the settings its run used: ``config`` is the run's
+composed config (:meth:`memlab.report.Report.save` attaches it; :func:`load_result` reads a run folder's
+``config.yaml``), and :attr:`StudyResult.method` / :attr:`StudyResult.params` give its typed nodes. ``metrics``
+hold what the run measured, never a setting read back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from memlab.errors import ConfigError
 
 
 @dataclass
@@ -18,6 +26,30 @@ class StudyResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     shown: list[str] = field(default_factory=list)           # table/figure names displayed, in order
     captions: dict[str, str] = field(default_factory=dict)   # figure name → what is plotted, on what n
+    config: Any = field(default=None, repr=False)             # the run's composed config; None: not attached yet
+
+    @property
+    def method(self):
+        """The run's ``method`` node as its typed dataclass (e.g. PearlConfig): the settings the run used."""
+        return self.typed("method")
+
+    @property
+    def params(self):
+        """The run's ``params`` node (the experiment's study parameters) as its typed dataclass."""
+        return self.typed("params")
+
+    def typed(self, key: str):
+        """The run config's node at ``key`` as the dataclass its ``_schema_`` names (:meth:`Report.typed_node`);
+        a one-line ConfigError when this result carries no config."""
+        from omegaconf import DictConfig, OmegaConf
+
+        from memlab.report import Report
+
+        if self.config is None:
+            raise ConfigError(f"this result carries no run config, so its {key} settings are unknown: judge it "
+                              "through Report.save, or load a run folder that has its config.yaml")
+        cfg = self.config if isinstance(self.config, DictConfig) else OmegaConf.create(self.config)
+        return Report.typed_node(cfg, key)
 
     def table(self, name: str, df, *, show: bool = True):
         self.tables[name] = df
@@ -44,3 +76,20 @@ class StudyResult:
         self.captions.update(other.captions)
         self.shown += other.shown
         return self
+
+
+def load_result(folder: str | Path) -> StudyResult:
+    """A finished run folder (``results/<exp>/<key>/``) as a :class:`StudyResult`: ``tables/*.csv``,
+    ``metrics.json`` and the ``config.yaml`` the run wrote — without it the settings the rules need are unknown,
+    so a folder lacking it is refused in one line rather than judged under assumed defaults."""
+    import json
+
+    import pandas as pd
+    from omegaconf import OmegaConf
+
+    folder = Path(folder)
+    if not (folder / "config.yaml").exists():
+        raise ConfigError(f"{folder}: no config.yaml, so the settings this run used are unknown (rerun it)")
+    tables = {p.stem: pd.read_csv(p) for p in sorted((folder / "tables").glob("*.csv"))}
+    metrics = json.loads((folder / "metrics.json").read_text()) if (folder / "metrics.json").exists() else {}
+    return StudyResult(tables=tables, metrics=metrics, config=OmegaConf.load(folder / "config.yaml"))

@@ -4,23 +4,28 @@ too few units; each sanity check passes on a working setup and fails when its co
 A rule with no synthetic inputs fails the test, so a new rule must come with them."""
 
 import importlib.util
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
 from memlab.comparison import RULES, VERDICTS, load_claims, rules_for
+from memlab.config import compose
 
 HERE = Path(__file__).parent / "rule_inputs"
 
 
-def _load(name: str) -> dict:
+def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"rule_inputs_{name}", HERE / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.INPUTS
+    return mod
 
 
-INPUTS = {k: v for name in ("pearl", "recap", "trace") for k, v in _load(name).items()}
+MODULES = [_load(name) for name in ("pearl", "recap", "trace")]
+INPUTS = {k: v for mod in MODULES for k, v in mod.INPUTS.items()}
+# config overrides a module's inputs are judged under (its OVERRIDES), by claim id
+OVERRIDES = {k: tuple(getattr(mod, "OVERRIDES", ())) for mod in MODULES for k in mod.INPUTS}
 for prefix in ("pearl_", "recap_", "trace_", "memorization_curve"):
     rules_for(prefix)
 CLAIMS = {c.id: c for c in load_claims()}
@@ -28,8 +33,16 @@ JUDGED = sorted(i for i, c in CLAIMS.items() if c.kind == "claim")
 CHECKS = sorted(i for i, c in CLAIMS.items() if c.kind == "sanity")
 
 
-def judge(claim_id: str, case: str):
-    return RULES[claim_id](INPUTS[claim_id](case), CLAIMS[claim_id])
+@lru_cache(maxsize=None)
+def run_config(experiment: str, *overrides: str):
+    """The composed config of ``experiment`` (the settings a rule judges under: StudyResult.method / params)."""
+    return compose(experiment, ["logger=null", *overrides])
+
+
+def judge(claim_id: str, case: str, *overrides: str):
+    res = INPUTS[claim_id](case)
+    res.config = run_config(CLAIMS[claim_id].experiment, *OVERRIDES[claim_id], *overrides)
+    return RULES[claim_id](res, CLAIMS[claim_id])
 
 
 def test_every_rule_and_claim_has_synthetic_inputs():

@@ -57,12 +57,15 @@ def test_the_agents_label_of_the_claims_names_the_fallbacks():
     finally:
         server.close()
     assert agents_label("llm", counts) == "llm (fell back: contamination_judge 3)"
-    res = SimpleNamespace(metrics={"agents": "llm", **counts})  # a metrics.json written before the label said so
+    llm_run = SimpleNamespace(agents=SimpleNamespace(llm="smol"))   # the run's method config: LLM agents
+    res = SimpleNamespace(method=llm_run, metrics=counts)             # and the fallbacks it measured
     assert "; EchoTrace-mini; llm (fell back: contamination_judge 3) agents" in _setting(res, ["t"], "copyrighted", 4)
     # the controls: no fallback keeps "llm"; deterministic agents stay "deterministic"
     quiet = {k: 0 for k in counts}
     assert agents_label("llm", quiet) == "llm"
-    assert _setting(SimpleNamespace(metrics={"agents": "llm", **quiet}), ["t"], "copyrighted", 4).endswith("; llm agents")
+    assert _setting(SimpleNamespace(method=llm_run, metrics=quiet), ["t"], "copyrighted", 4).endswith("; llm agents")
+    deterministic = SimpleNamespace(method=SimpleNamespace(agents=SimpleNamespace(llm=None)), metrics=counts)
+    assert _setting(deterministic, ["t"], "copyrighted", 4).endswith("; deterministic agents")
     assert agents_label("deterministic", counts) == "deterministic"
     assert agents_label("llm", {"agent_fallbacks/verifier": 7, "agent_fallbacks/summary": 1,
                                 "agent_fallbacks/feedback": 0}) == "llm (fell back: verifier 7, summary 1)"

@@ -110,11 +110,12 @@ def test_acr_overlap_rule():
     import pandas as pd
 
     from memlab.comparison import load_claims
+    from memlab.config import compose
     from memlab.methods.pearl.claims import acr_overlap
     from memlab.results import StudyResult
 
     claim = next(c for c in load_claims("pearl_epochs") if c.id == "pearl_acr_overlap")
-    res = StudyResult()
+    res = StudyResult(config=compose("pearl_epochs", ["logger=null"]))   # flags at its method.alpha 0.2
     res.table("pearl_scores", pd.DataFrame({"doc_id": list("abcd") * 2, "kind": ["bitflip"] * 8,
                                             "epoch": [0] * 4 + [10] * 4,
                                             "sensitivity": [0, 0, 0, 0, 0.5, 0.3, 0.1, 0.0]}))

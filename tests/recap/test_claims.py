@@ -1,11 +1,14 @@
 """The RECAP paper-vs-ours rules (memlab.methods.recap.claims) beyond the both-ways test
 (tests/core/test_rules_both_ways.py): what is left out, when a claim is not testable, and the comparison table."""
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from memlab.comparison import COLUMNS, RULES, VERDICTS, comparison_table, load_claims, rules_for
+from memlab.config import compose
 from memlab.methods.recap.evaluate import group_of
 from memlab.results import StudyResult
 
@@ -21,9 +24,15 @@ def books(scores: dict, *, n_books: int = 8, sd: float = 0.02, targets=TARGETS, 
                          for t in targets for cat, by in scores.items() for b in range(n_books) for m, v in by.items()])
 
 
-def result(tables: dict, **metrics) -> StudyResult:
-    return StudyResult(tables=tables, metrics={"bootstrap_seed": 0, "bootstrap_resamples": 400, "agents": "deterministic",
-                                               "passage_tolerance": 5, "max_rounds": 2, **metrics})
+@lru_cache(maxsize=None)
+def run_config(*overrides: str):
+    """The recap_feedback config the rules judge under (StudyResult.method): seed 0, deterministic agents,
+    passage_tolerance 5, max_rounds 2; 400 bootstrap resamples (conf: 1000) keep the tests fast."""
+    return compose("recap_feedback", ["logger=null", "method.bootstrap.n_resamples=400", *overrides])
+
+
+def result(tables: dict, *overrides: str) -> StudyResult:
+    return StudyResult(tables=tables, config=run_config(*overrides))
 
 
 def judge(claim_id: str, res: StudyResult):
@@ -92,7 +101,7 @@ def test_feedback_one_round_members_only_and_not_testable_cases():
     f = judge("recap_feedback_one_round", result({"feedback_gains_events": pd.concat([members, held])}))
     assert f.verdict == "reproduced" and f.our_value == 0.0 and f.our_n == 40  # pooled, half would improve later
     f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains([(0.3, 0.3)] * 40, rounds=1)},
-                                                 max_rounds=1))
+                                                 "method.recap.max_rounds=1"))
     assert f.verdict == "not testable here" and "allowed one feedback round" in f.reason
     f = judge("recap_feedback_one_round", result({"feedback_gains_events": gains([(0.0, 0.0)] * 40)}))
     assert f.verdict == "not testable here" and "improved no event" in f.reason

@@ -1,22 +1,32 @@
 """The PROPME / SimpleTrace paper-vs-ours rules (memlab.methods.trace.claims) on hand-made study results with
 known verdicts."""
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from memlab.comparison import RULES, SANITY_COLUMNS, VERDICTS, comparison_table, load_claims, rules_for, sanity_table
+from memlab.config import compose
 from memlab.methods.trace.propme import propensity
 from memlab.results import StudyResult
 
 EXPERIMENTS = ("trace_validation", "trace_capability_propensity", "trace_stages")
-TINY = "tiny-test"
+TINY = "tiny-neox-kjv-m-final"   # params.tiny of trace_capability_propensity: zoo family kjv, size m
 EPS = 0.01
+
+
+@lru_cache(maxsize=None)
+def run_config(experiment: str):
+    """The experiment's config the rules judge under (StudyResult.method / params: seed 0, the tiny model)."""
+    return compose(experiment, ["logger=null"])
 
 
 def judge(claim_id: str, res: StudyResult):
     rules_for("trace_")
     claim = next(c for c in load_claims() if c.id == claim_id)
+    res.config = run_config(claim.experiment)
     return RULES[claim_id](res, claim)
 
 
@@ -36,7 +46,7 @@ def queries(fail: int = 0) -> StudyResult:
                 bad = corpus == "a" and qt == "partial_start" and d < fail
                 rows.append({"corpus": corpus, "backend": "suffix_array", "doc_id": f"{corpus}/{d}", "query_type": qt,
                              "retrieved": not bad, "exact_match": True, "passed": True})
-    return StudyResult(tables={"validation_queries": pd.DataFrame(rows)}, metrics={"seed": 0})
+    return StudyResult(tables={"validation_queries": pd.DataFrame(rows)})
 
 
 def with_negatives(res: StudyResult, false: int, n: int = 100) -> StudyResult:
@@ -86,7 +96,7 @@ def capability(prefix: float, generic: float, specific: float, *, n: int = 20, s
     return StudyResult(tables={"generation_scores": pd.DataFrame(rows), "propensity": pd.DataFrame(prop),
                                "prompt_overlap": pd.DataFrame(ov),
                                "capability_propensity": summ.reset_index()},
-                       metrics={"seed": 0, "tiny_model": TINY, "propensity_eps": EPS})
+                       metrics={"propensity_eps": EPS})
 
 
 @pytest.mark.parametrize("claim_id", ["propme_t1_als", "propme_capability_gap"])
@@ -123,7 +133,7 @@ def stages(a: list[float], b: list[float], *, n: int = 20, seed: int = 0) -> Stu
             nv = np.clip(mu + base + rng.normal(0, 0.01, n), 0, 1)
             rows += [{"corpus": corpus, "stage": f"stage{k}", "setting": "prefix", "i": i, "longest_span": 5.0,
                       "full_match": 0.0, "nv_recall": nv[i]} for i in range(n)]
-    return StudyResult(tables={"generation_scores": pd.DataFrame(rows)}, metrics={"seed": 0})
+    return StudyResult(tables={"generation_scores": pd.DataFrame(rows)})
 
 
 def test_stages_parent_drop():
@@ -146,6 +156,7 @@ def test_stages_stable():
 @pytest.mark.parametrize("experiment, res", [("trace_capability_propensity", capability(0.9, 0.1, 0.2)),
                                              ("trace_stages", stages([0.8, 0.3, 0.3, 0.3], [0, 0.3, 0.3, 0.3]))])
 def test_comparison_table_is_deterministic(experiment, res):
+    res.config = run_config(experiment)
     a, b = comparison_table(experiment, res), comparison_table(experiment, res)
     assert len(a) == len(load_claims(experiment, kind="claim")) and set(a.verdict) <= set(VERDICTS)
     pd.testing.assert_frame_equal(a, b)

@@ -389,9 +389,13 @@ class Family:
                                   f"family); epochs are 1..{self.epochs}")
         else:
             path = str(self.checkpoint(size, epoch))
-        tag = "final" if epoch in ("final", None) else f"e{int(epoch)}"
-        return {**dict(template), "name": f"tiny-neox-{self.name}-{size}-{tag}", "path": path, "gguf_file": None,
+        return {**dict(template), "name": checkpoint_name(self.name, size, epoch), "path": path, "gguf_file": None,
                 "revision": "auto"}
+
+
+def checkpoint_name(family: str, size: str, epoch: int | str | None) -> str:
+    """The model name of a zoo checkpoint, ``tiny-neox-<family>-<size>-e<epoch>`` (``-final`` for the last)."""
+    return f"tiny-neox-{family}-{size}-{'final' if epoch in ('final', None) else f'e{int(epoch)}'}"
 
 
 def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path = MODELS_DIR) -> Family:

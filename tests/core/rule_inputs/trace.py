@@ -7,7 +7,7 @@ import pandas as pd
 from memlab.results import StudyResult
 
 INPUTS = {}
-TINY = "tiny-test"
+TINY = "tiny-neox-kjv-m-final"   # params.tiny of trace_capability_propensity: zoo family kjv, size m
 
 
 def inputs(claim_id):
@@ -32,8 +32,7 @@ def _generations(means: dict, n: int, sd: float, seed: int = 0) -> pd.DataFrame:
 def _capability(case):
     hi_lo = {"for": (0.8, 0.1, 40, 0.05), "against": (0.1, 0.8, 40, 0.05), "unclear": (0.5, 0.45, 3, 0.3)}[case]
     p, o, n, sd = hi_lo
-    return StudyResult(tables={"generation_scores": _generations({"prefix": p, "generic": o, "specific": o}, n, sd)},
-                       metrics={"seed": 0, "tiny_model": TINY})
+    return StudyResult(tables={"generation_scores": _generations({"prefix": p, "generic": o, "specific": o}, n, sd)})
 
 
 inputs("propme_t1_als")(_capability)
@@ -45,7 +44,7 @@ def prompt_overlap(case):
     k, n = {"for": ((0, 20, 50), 50), "against": ((50, 20, 0), 50), "unclear": ((0, 1, 2), 3)}[case]
     t = pd.DataFrame([{"model": TINY, "setting": s, "prompts": n, "avg_nv_recall": kk / n,
                        "verbatim_matched_fraction": kk / n} for s, kk in zip(("generic", "specific", "prefix"), k)])
-    return StudyResult(tables={"prompt_overlap": t}, metrics={"seed": 0, "tiny_model": TINY})
+    return StudyResult(tables={"prompt_overlap": t})
 
 
 def _stages(means: dict, n: int, sd: float, shared: bool) -> pd.DataFrame:
@@ -67,16 +66,14 @@ def _stages(means: dict, n: int, sd: float, shared: bool) -> pd.DataFrame:
 def parent_drop(case):
     a, n, sd = {"for": ([0.8, 0.3, 0.3, 0.3], 40, 0.05), "against": ([0.3, 0.8, 0.8, 0.8], 40, 0.05),
                 "unclear": ([0.5, 0.45, 0.45, 0.45], 3, 0.3)}[case]
-    return StudyResult(tables={"generation_scores": _stages({"A": a, "B": [0.1] * 4}, n, sd, shared=False)},
-                       metrics={"seed": 0})
+    return StudyResult(tables={"generation_scores": _stages({"A": a, "B": [0.1] * 4}, n, sd, shared=False)})
 
 
 @inputs("propme_stages_stable")
 def stable(case):
     b, n, sd, shared = {"for": ([0.1, 0.5, 0.5, 0.5], 50, 0.1, True), "against": ([0.1, 0.2, 0.45, 0.7], 50, 0.02, True),
                         "unclear": ([0.1, 0.5, 0.5, 0.55], 4, 0.2, False)}[case]
-    return StudyResult(tables={"generation_scores": _stages({"A": [0.8, 0.4, 0.4, 0.4], "B": b}, n, sd, shared)},
-                       metrics={"seed": 0})
+    return StudyResult(tables={"generation_scores": _stages({"A": [0.8, 0.4, 0.4, 0.4], "B": b}, n, sd, shared)})
 
 
 def _validation(case):
@@ -85,7 +82,7 @@ def _validation(case):
     false = {"for": 0, "against": 5}[case]
     neg = pd.DataFrame([{"corpus": "a", "backend": "sa", "doc_id": f"h/{i}", "query_type": "full",
                          "false_exact_match": i < false} for i in range(100)])
-    return StudyResult(tables={"validation_queries": q, "negative_control_queries": neg}, metrics={"seed": 0})
+    return StudyResult(tables={"validation_queries": q, "negative_control_queries": neg})
 
 
 inputs("propme_t5_pass_rate")(_validation)

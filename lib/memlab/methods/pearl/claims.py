@@ -5,6 +5,10 @@ interval it decides on (:func:`memlab.comparison.decide`). Shares are per docume
 share, MOVER/Newcombe intervals for a contrast of two independent shares, exact sign (McNemar) intervals for the
 same documents under two conditions (:mod:`memlab.metrics.intervals`); several tests in one claim share a
 family-wise 0.05 (Bonferroni).
+
+A document counts as flagged as the run decided it: its decision score (``method.decision_score``) above the run's
+threshold (``method.alpha``), both read from the run's typed config (:attr:`memlab.results.StudyResult.method`) —
+the papers' τ_b = 0.2 is the default of conf/method/pearl.yaml, not a constant here.
 """
 
 from __future__ import annotations
@@ -13,8 +17,15 @@ from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, ful
 from memlab.metrics.intervals import (bonferroni_level, mover_contrast, n_to_decide, paired_sign, wilson,
                                       wilson_n_to_decide)
 
-TAU = 0.2          # the papers' τ_b for every Pythia table
+PAPER_TAU_B = 0.2  # the papers' τ_b for every Pythia table: where the papers' numbers were measured (a figure's
+TAU = PAPER_TAU_B  # paper mark; study.py imports TAU) — never a rule's threshold: rules flag at the run's method.alpha
 TINY = "tiny GPT-NeoX 'pearl'"
+
+
+def _decision(res) -> tuple[str, float]:
+    """The score the run thresholds and its threshold: (``method.decision_score``, ``method.alpha``)."""
+    m = res.method
+    return m.decision_score, m.alpha
 
 
 def _paired_rise(before, after, level: float):
@@ -34,13 +45,14 @@ def _docs(discordant_needed: int | None, n: int, discordant: int) -> int | None:
 
 @rule("pearl_epochs_members_vs_nonmembers")
 def members_vs_nonmembers(res, c: Claim) -> Finding:
-    """Hypothesis: at the last epoch (bit flips, τ_b = 0.2) the share of members flagged exceeds ``threshold`` (an
-    order of magnitude: 10) times the share of non-members flagged. Decided on the 95 % MOVER interval of
-    member share − 10 × non-member share against 0. Our value: the member share."""
+    """Hypothesis: at the last epoch (bit flips, the run's threshold: the papers' τ_b = 0.2) the share of members
+    flagged exceeds ``threshold`` (an order of magnitude: 10) times the share of non-members flagged. Decided on the
+    95 % MOVER interval of member share − 10 × non-member share against 0. Our value: the member share."""
+    score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     last = df[(df.kind == "bitflip") & (df.epoch == df.epoch.max())]
-    m = (last[last.split == "member"].sensitivity > TAU).to_numpy()
-    n = (last[last.split == "nonmember"].sensitivity > TAU).to_numpy()
+    m = (last[last.split == "member"][score] > alpha).to_numpy()
+    n = (last[last.split == "nonmember"][score] > alpha).to_numpy()
     est, lo, hi = mover_contrast(int(m.sum()), len(m), int(n.sum()), len(n), c=c.threshold, level=1 - ALPHA)
     return Finding(float(m.mean()), wilson(int(m.sum()), len(m)), f"{TINY}, epoch {int(last.epoch.max())}, bit flips",
                    decide((lo, hi)), f"members {int(m.sum())}/{len(m)} vs non-members {int(n.sum())}/{len(n)} "
@@ -51,21 +63,23 @@ def members_vs_nonmembers(res, c: Claim) -> Finding:
 
 @rule("pearl_epochs_members_grow")
 def members_grow(res, c: Claim) -> Finding:
-    """Hypothesis: from the first to the last epoch (bit flips, τ_b = 0.2) more members become flagged than stop
-    being flagged (exact sign test on the same members), and at the last epoch members are flagged more often than
-    non-members (MOVER interval of the difference above 0). Two tests, each at 97.5 %: reproduced iff both hold,
-    contradicted iff either interval lies on the other side. Our value: the rise in the members' flagged share."""
+    """Hypothesis: from the first to the last epoch (bit flips, the run's threshold) more members become flagged
+    than stop being flagged (exact sign test on the same members), and at the last epoch members are flagged more
+    often than non-members (MOVER interval of the difference above 0). Two tests, each at 97.5 %: reproduced iff
+    both hold, contradicted iff either interval lies on the other side. Our value: the rise in the members' flagged
+    share."""
+    score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     df = df[df.kind == "bitflip"]
     first, last = df.epoch.min(), df.epoch.max()
-    wide = df.pivot_table(index=["doc_id", "split"], columns="epoch", values="sensitivity").reset_index()
+    wide = df.pivot_table(index=["doc_id", "split"], columns="epoch", values=score).reset_index()
     mem, non = wide[wide.split == "member"], wide[wide.split == "nonmember"]
     level = bonferroni_level(2, ALPHA)
-    rise, ci, p, v1, need = _paired_rise((mem[first] > TAU).to_numpy(), (mem[last] > TAU).to_numpy(), level)
-    km, kn = int((mem[last] > TAU).sum()), int((non[last] > TAU).sum())
+    rise, ci, p, v1, need = _paired_rise((mem[first] > alpha).to_numpy(), (mem[last] > alpha).to_numpy(), level)
+    km, kn = int((mem[last] > alpha).sum()), int((non[last] > alpha).sum())
     est, lo, hi = mover_contrast(km, len(mem), kn, len(non), level=level)
     return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members", combine([v1, decide((lo, hi))]),
-                   f"members flagged {float((mem[first] > TAU).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
+                   f"members flagged {float((mem[first] > alpha).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
                    f"non-members at the last epoch {kn}/{len(non)}; member − non-member {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                    statistic="change in the share of members flagged, first → last epoch (exact, 97.5 %)",
                    p_value=p, our_n=len(mem), n_needed=need)
@@ -76,15 +90,17 @@ def grows_with_size(res, c: Claim) -> Finding:
     """Hypothesis: each larger size flags more members than the next smaller one ("increases consistently"; the
     same members, exact sign test per step at a Bonferroni level over the steps). Reproduced iff every step's
     interval is above no change, contradicted iff some step's interval is below (a significant decrease); ties
-    never pass. Our value: members flagged by the largest / the smallest size (Table 2: 259 / 110 = 2.35)."""
+    never pass; flagged at the run's threshold. Our value: members flagged by the largest / the smallest size
+    (Table 2: 259 / 110 = 2.35)."""
+    score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     df = df[df.kind == "bitflip"] if "kind" in df.columns else df
     sizes = list(dict.fromkeys(df["size"]))
     if len(sizes) < 2:
         return untestable(f"{TINY} size {', '.join(sizes)}", f"the run scored one size only ({', '.join(sizes)}: "
                           "params.sizes); a trend needs two or more", full_command("pearl_sizes"))
-    mem = df[df.split == "member"].pivot_table(index="doc_id", columns="size", values="sensitivity")
-    flags = {s: (mem[s] > TAU).to_numpy() for s in sizes}
+    mem = df[df.split == "member"].pivot_table(index="doc_id", columns="size", values=score)
+    flags = {s: (mem[s] > alpha).to_numpy() for s in sizes}
     level = bonferroni_level(max(1, len(sizes) - 1), ALPHA)
     steps = [_paired_rise(flags[a], flags[b], level) for a, b in zip(sizes, sizes[1:])]
     counts = [int(flags[s].sum()) for s in sizes]
@@ -101,16 +117,17 @@ def grows_with_size(res, c: Claim) -> Finding:
 
 @rule("pearl_calibration_low_fpr")
 def low_fpr(res, c: Claim) -> Finding:
-    """Hypothesis: at τ_b = 0.2 (bit flips) the false positive rate on held-out non-members (the evaluation half,
-    never used for a fit) is below ``threshold`` (0.10, our reading of the paper's "low", 0.04). Decided on its
-    95 % Wilson interval. Our value: that FPR."""
+    """Hypothesis: at the run's threshold (the papers' τ_b = 0.2; bit flips) the false positive rate on held-out
+    non-members (the evaluation half, never used for a fit) is below ``threshold`` (0.10, our reading of the
+    paper's "low", 0.04). Decided on its 95 % Wilson interval. Our value: that FPR."""
+    score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
-    ev = (df[(df.kind == "bitflip") & (df.half == "evaluation")].sensitivity > TAU).to_numpy()
+    ev = (df[(df.kind == "bitflip") & (df.half == "evaluation")][score] > alpha).to_numpy()
     k, n = int(ev.sum()), len(ev)
     ci = wilson(k, n)
     v = decide(ci, c.threshold, "below")
     return Finding(k / n if n else None, ci, f"{TINY}, one checkpoint, bit flips", v, f"{k} of {n} flagged",
-                   statistic="false positive rate at τ_b = 0.2 (Wilson 95 %)", our_n=n,
+                   statistic=f"false positive rate at {score} > {alpha:g} (Wilson 95 %)", our_n=n,
                    n_needed=wilson_n_to_decide(k / n, c.threshold) if v == "inconclusive" and n else None)
 
 
@@ -149,7 +166,7 @@ def code_over_unseen(res, c: Claim) -> Finding:
     level over the models: reproduced iff every model's lies above 0, contradicted iff one lies below. Our value:
     the share of HumanEval flagged, over all models (the paper: 60 of 100, GPT-4o)."""
     t, mw = res.tables["flagged_counts_fixed_thresholds"], res.tables["seen_vs_unseen_mann_whitney"]
-    col = min((k for k in t.columns if k.startswith("flagged_sensitivity>")), key=lambda k: float(k.split(">")[1]))
+    col = f"flagged_{res.method.decision_score}>{min(res.params.alphas)}"   # the paper's lowest fixed threshold
     if not (mw.source == "humaneval").any():
         return untestable("no HumanEval source", "the run scored no HumanEval documents", full_command("pearl_wild"))
     unseen = mw[mw.source == "humaneval"].unseen_source.iloc[0]
@@ -202,17 +219,18 @@ def task_dependence(res, c: Claim) -> Finding:
 @rule("pearl_acr_overlap")
 def acr_overlap(res, c: Claim) -> Finding:
     """Hypothesis (our reading of "half of them the same"): ACR (> 1) flags the documents PEARL flags (bit flips,
-    τ_b = 0.2, ACR's last epoch) more often than the documents PEARL does not flag. Decided on the 95 % MOVER
+    the run's threshold, ACR's last epoch) more often than the documents PEARL does not flag. Decided on the 95 % MOVER
     interval of that difference against 0; not testable when the run computed no ACR or PEARL flags none or all.
     Our value: the share of PEARL's flags ACR also flags (the paper: 8 of 16)."""
     acr = res.tables.get("acr_scores")
     if acr is None or not len(acr):
         return untestable(TINY, "this run computed no ACR (params.acr)", full_command("pearl_epochs"))
+    score, alpha = _decision(res)
     last = int(acr.epoch.max())
     pe = res.tables["pearl_scores"]
-    pe = pe[(pe.kind == "bitflip") & (pe.epoch == last)][["doc_id", "sensitivity"]]
+    pe = pe[(pe.kind == "bitflip") & (pe.epoch == last)][["doc_id", score]]
     df = acr[acr.epoch == last].merge(pe, on="doc_id")
-    a, p = df.compressible.astype(bool).to_numpy(), (df.sensitivity > TAU).to_numpy()
+    a, p = df.compressible.astype(bool).to_numpy(), (df[score] > alpha).to_numpy()
     setting = f"{TINY}, epoch {last}, ACR of a {int(acr.target_tokens.iloc[0])}-token window"
     if p.all() or not p.any():
         return untestable(setting, f"PEARL flags {int(p.sum())} of {len(p)} documents: no contrast",

@@ -4,7 +4,8 @@ Each rule reads only the :class:`~memlab.results.StudyResult` of ``recap_table3`
 tables and metrics) and returns a :class:`~memlab.comparison.Finding`; the verdict rule is stated in its docstring.
 
 Intervals are book-level bootstraps (:mod:`memlab.metrics.bootstrap`, the paper's §4.1 protocol) seeded with the
-run's ``bootstrap_seed`` metric (the config seed) and ``bootstrap_resamples`` resamples, so they are deterministic.
+run's ``method.seed`` with ``method.bootstrap.n_resamples`` resamples (its typed config,
+:attr:`memlab.results.StudyResult.method`), so they are deterministic.
 A category's "Avg." is computed exactly as the study's Table 3: each target's books are resampled (the same indices
 for every method, so method differences are paired), and each resample's per-target means are averaged over
 targets; the mean of these resampled averages is Table 3's "Avg." (a bootstrap mean, as the paper prints).
@@ -29,8 +30,9 @@ CATEGORY = {"public_domain": "public-domain", "copyrighted": "copyright-category
 
 # -- helpers ----------------------------------------------------------------------------------------------------
 def _seed(res) -> tuple[int, int]:
-    """The run's bootstrap seed and resamples (written by the study from the typed config; no fallback)."""
-    return int(res.metrics["bootstrap_seed"]), int(res.metrics["bootstrap_resamples"])
+    """The run's bootstrap seed and resamples: ``method.seed``, ``method.bootstrap.n_resamples``."""
+    m = res.method
+    return m.seed, m.bootstrap.n_resamples
 
 
 def _resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.ndarray:
@@ -115,8 +117,9 @@ def _panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_on
 
 
 def _agents(res) -> str:
-    """The agents' label, with their fallbacks (also for a metrics.json written before the label carried them)."""
-    return agents_label(str(res.metrics.get("agents", "deterministic")).split(" (")[0], res.metrics)
+    """The agents' label: the kind the run configured (``method.agents.llm``), with the fallbacks it measured
+    (``agent_fallbacks/<role>`` metrics)."""
+    return agents_label("llm" if res.method.agents.llm else "deterministic", res.metrics)
 
 
 def _setting(res, targets, category: str, n: int, extra: str = "") -> str:
@@ -291,7 +294,7 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     if wide is None:
         return untestable("no member event below the stop score", "no event entered the feedback loop", cmd)
     max_round = int(wide.columns.max())
-    allowed = int(res.metrics["max_rounds"])
+    allowed = res.method.recap.max_rounds
     setting = (f"targets: {', '.join(dict.fromkeys(wide.index.get_level_values('target')))}; up to {allowed} "
                f"rounds ({max_round} run); {dropped} non-member events left out; "
                f"{_agents(res)} agents")
@@ -321,7 +324,7 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
     contamination to miss. Our value: the most RECAP passages on any non-training book and target (the paper: at
     most 1)."""
     books = res.tables.get("book_scores")
-    tol = res.metrics["passage_tolerance"]
+    tol = res.method.passage_tolerance
     train = [c for c in ("public_domain", "copyrighted") if books is not None and c in set(books.category)]
     nt = _panel(res, "non_training", ("dsp_jb", "recap"), seed_offset=2)
     tr = [p for c in train if (p := _panel(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]

@@ -4,8 +4,8 @@ Each rule reads only the :class:`~memlab.results.StudyResult` of ``trace_validat
 ``trace_capability_propensity`` or ``trace_stages`` (tables and metrics) and returns a
 :class:`~memlab.comparison.Finding`; the verdict rule is stated in its docstring.
 
-Intervals are bootstraps (:mod:`memlab.metrics.bootstrap`, 1000 resamples, seeded with the run's ``seed`` metric —
-the config seed — so they are deterministic) over the units the metric averages: validation queries, or
+Intervals are bootstraps (:mod:`memlab.metrics.bootstrap`, 1000 resamples, seeded with the run's ``method.seed`` —
+its typed config, :attr:`memlab.results.StudyResult.method` — so they are deterministic) over the units the metric averages: validation queries, or
 generations (``generation_scores``: per generation its longest kept span, full match and best nv_recall, whose
 means are ALS, FMR and NVR). Prompt settings use different prompts, so their differences are bootstrapped
 independently (seeds s, s + 1, ...); training stages answer the same prompts, so stage differences are paired.
@@ -25,7 +25,15 @@ ORDINARY = ("generic", "specific")
 
 
 def _seed(res) -> int:
-    return int(res.metrics["seed"])   # the config seed, written by the study (no fallback)
+    return res.method.seed
+
+
+def _tiny_name(res) -> str:
+    """The model name of the run's tiny model (``params.tiny``: the final checkpoint of that zoo family and size)."""
+    from memlab.models.zoo import checkpoint_name
+
+    t = res.params.tiny
+    return checkpoint_name(t.family, t.size, "final")
 
 
 def _means(x, seed: int) -> np.ndarray:
@@ -81,17 +89,15 @@ def t5_retrieval(res, claim: Claim) -> Check:
 # -- Table 1 / Fig. 1 / Fig. 2: capability vs propensity --------------------------------------------------------
 def _tiny(res):
     """The generations of the tiny model (trained here: its exact training set is the traced corpus)."""
-    g = res.tables.get("generation_scores")
-    name = res.metrics.get("tiny_model")
-    if g is None or g.empty or name is None:
+    g, name = res.tables.get("generation_scores"), _tiny_name(res)
+    if g is None or g.empty:
         return None, name
     return g[g.model == name], name
 
 
 def _external_note(res, metric: str) -> str:
-    s = res.tables.get("capability_propensity")
-    name = res.metrics.get("tiny_model")
-    if s is None or name is None:
+    s, name = res.tables.get("capability_propensity"), _tiny_name(res)
+    if s is None:
         return ""
     ext = s[s.model != name]
     if ext.empty:
@@ -121,7 +127,7 @@ def _gap(g, metric: str, seed: int):
     return {s: float(v.mean()) for s, v in x.items()}, diffs, bp
 
 
-NO_TINY = "the run has no per-generation scores of the tiny model (generation_scores / tiny_model missing)"
+NO_TINY = "the run has no per-generation scores of the tiny model (generation_scores missing)"
 
 
 
@@ -196,8 +202,8 @@ def prompt_overlap(res, claim: Claim) -> Finding:
     specific to prefix prompts: two MOVER intervals of the step differences in the verbatim-matched share, each at
     97.5 %; reproduced iff both lie above 0, contradicted iff one lies below. Our value: the prefix prompts'
     verbatim-matched share (the study keeps per-setting shares; average nv_recall is in ``reason``)."""
-    po, name = res.tables.get("prompt_overlap"), res.metrics.get("tiny_model")
-    if po is None or po.empty or name is None:
+    po, name = res.tables.get("prompt_overlap"), _tiny_name(res)
+    if po is None or po.empty:
         return untestable("no prompt-overlap table", "the run traced no prompts", full_command("trace_capability_propensity"))
     t = po[po.model == name].set_index("setting")
     if not all(s in t.index for s in ("generic", "specific", "prefix")):

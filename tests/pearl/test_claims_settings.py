@@ -1,0 +1,103 @@
+"""The PEARL rules judge a run under the settings it used (issue 30): a document is flagged iff the run's
+``method.decision_score`` exceeds the run's ``method.alpha`` (read from its typed config), never a threshold or score
+hard-coded in the rules; a result without its config is refused in one line."""
+
+from functools import lru_cache
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from memlab.comparison import RULES, load_claims, rules_for
+from memlab.config import compose
+from memlab.errors import ConfigError
+from memlab.results import StudyResult, load_result
+
+rules_for("pearl_")
+CLAIMS = {c.id: c for c in load_claims()}
+FLAGGING = ("pearl_epochs_members_vs_nonmembers", "pearl_epochs_members_grow", "pearl_calibration_low_fpr")
+
+
+@lru_cache(maxsize=None)
+def run_config(experiment: str, *overrides: str):
+    return compose(experiment, ["logger=null", *overrides])
+
+
+def scores(member: float, nonmember: float, n: int) -> pd.DataFrame:
+    """pearl_scores at epochs 0 and 10: members score ``member`` at the last epoch (0.0 before), non-members
+    ``nonmember`` throughout (all of them in the evaluation half); gfd is 0 everywhere (a run deciding on gfd flags
+    nothing)."""
+    rows = [{"kind": "bitflip", "epoch": e, "split": split, "doc_id": f"{split}/{i}",
+             "half": "evaluation" if split == "nonmember" else None,
+             "sensitivity": (member if e == 10 else 0.0) if split == "member" else nonmember, "gfd": 0.0}
+            for e in (0, 10) for split in ("member", "nonmember") for i in range(n)]
+    return pd.DataFrame(rows)
+
+
+def judge(claim_id: str, table: pd.DataFrame, *overrides: str):
+    res = StudyResult(tables={"pearl_scores": table}, config=run_config(CLAIMS[claim_id].experiment, *overrides))
+    return RULES[claim_id](res, CLAIMS[claim_id])
+
+
+def test_the_default_run_decides_at_the_papers_tau_b():
+    m = run_config("pearl_epochs")
+    assert (OmegaConf.select(m, "method.alpha"), OmegaConf.select(m, "method.decision_score")) == (0.2, "sensitivity")
+
+
+@pytest.mark.parametrize("claim_id", ["pearl_epochs_members_vs_nonmembers", "pearl_epochs_members_grow"])
+def test_members_are_flagged_at_the_runs_own_alpha(claim_id):
+    table = scores(member=0.25, nonmember=0.0, n=100)     # above 0.2, below 0.3
+    at_02, at_03 = judge(claim_id, table), judge(claim_id, table, "method.alpha=0.3")
+    assert (at_02.our_value, at_02.verdict) == (1.0, "reproduced")      # every member flagged (rises 0 → 1)
+    assert (at_03.our_value, at_03.verdict) == (0.0, "inconclusive")    # no member above 0.3: nothing to tell
+
+
+def test_the_false_positive_rate_is_taken_at_the_runs_alpha():
+    table = scores(member=0.0, nonmember=0.25, n=200)     # every non-member above 0.2, none above 0.3
+    at_02, at_03 = judge("pearl_calibration_low_fpr", table), judge("pearl_calibration_low_fpr", table,
+                                                                   "method.alpha=0.3")
+    assert (at_02.our_value, at_02.verdict) == (1.0, "contradicted")
+    assert (at_03.our_value, at_03.verdict) == (0.0, "reproduced")
+    assert "> 0.3" in at_03.statistic
+
+
+def test_a_run_deciding_on_gfd_is_judged_on_gfd():
+    table = scores(member=0.25, nonmember=0.0, n=100)
+    f = judge("pearl_epochs_members_vs_nonmembers", table, "method.decision_score=gfd")
+    assert f.our_value == 0.0 and f.verdict != "reproduced"
+
+
+@pytest.mark.parametrize("claim_id", FLAGGING)
+def test_a_result_without_its_config_is_refused_in_one_line(claim_id):
+    with pytest.raises(ConfigError) as err:
+        RULES[claim_id](StudyResult(tables={"pearl_scores": scores(0.25, 0.0, 10)}), CLAIMS[claim_id])
+    assert "no run config" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_old_run_folder_without_config_yaml_is_refused(tmp_path):
+    (tmp_path / "tables").mkdir()
+    scores(0.25, 0.0, 4).to_csv(tmp_path / "tables" / "pearl_scores.csv", index=False)
+    with pytest.raises(ConfigError, match="no config.yaml"):
+        load_result(tmp_path)
+
+
+def test_a_loaded_run_folder_is_judged_at_the_alpha_in_its_config_yaml(tmp_path):
+    (tmp_path / "tables").mkdir()
+    scores(0.25, 0.0, 100).to_csv(tmp_path / "tables" / "pearl_scores.csv", index=False)
+    cfg = OmegaConf.to_container(run_config("pearl_epochs", "method.alpha=0.3"), resolve=True)
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.create(cfg)))
+    res = load_result(tmp_path)
+    assert res.method.alpha == 0.3
+    c = CLAIMS["pearl_epochs_members_vs_nonmembers"]
+    assert RULES[c.id](res, c).our_value == 0.0
+
+
+def test_report_save_judges_under_the_runs_config(tmp_path):
+    from memlab.report import Report
+
+    cfg = OmegaConf.to_container(run_config("pearl_epochs", "method.alpha=0.3"), resolve=True)
+    cfg["run"] = {"key": "t", "out_dir": str(tmp_path / "run")}
+    Report(cfg, experiment="pearl_epochs").save(StudyResult(tables={"pearl_scores": scores(0.25, 0.0, 100)}))
+    cmp = pd.read_csv(tmp_path / "run" / "tables" / "comparison.csv").set_index("claim_id")
+    row = cmp.loc["pearl_epochs_members_vs_nonmembers"]
+    assert (row.our_value, row.verdict) == (0.0, "inconclusive")   # judged at 0.3; at 0.2: 1.0, reproduced
