@@ -19,17 +19,17 @@ from typing import Any, Mapping, Sequence
 
 from memlab.config import CONF_DIR, config_groups
 
-# the backends' documented keys (lib/memlab/backends/hf_config.py HFBackendConfig, openai_compat.py's module
-# docstring); tests/faults/test_known_keys.py checks them against HFBackendConfig's fields and the OpenAI constructor
+# the backends' documented keys (lib/memlab/backends/hf_config.py HFBackendConfig, openai_config.py OpenAIConfig);
+# tests/faults/test_known_keys.py checks them against the two dataclasses' fields
 OPTIONAL_MODEL_KEYS = {
     "hf": ("name", "backend", "path", "gguf_file", "revision", "device", "dtype", "threads", "batch_size",
            "score_batch_size", "chat_template", "kv_cache", "trust_remote_code", "score_bos"),
-    "openai": ("name", "backend", "base_url", "model_id", "api_key_env", "chat", "concurrency", "max_retries",
-               "timeout", "price_in_per_mtok", "price_out_per_mtok", "backoff_base", "backoff_max",
-               "max_tokens_param", "revision", "can_score", "score_top_k", "vocab_stats", "score_bos"),
+    "openai": ("name", "backend", "base_url", "api_key_env", "model_id", "revision", "chat", "can_score",
+               "score_top_k", "vocab_stats", "score_bos", "concurrency", "max_retries", "timeout", "backoff_base",
+               "backoff_max", "max_tokens_param", "price_in_per_mtok", "price_out_per_mtok"),
 }
 MODEL_DOCS = {"hf": "lib/memlab/backends/hf_config.py (HFBackendConfig)",
-              "openai": "lib/memlab/backends/openai_compat.py (module docstring)"}
+              "openai": "lib/memlab/backends/openai_config.py (OpenAIConfig)"}
 GPU_DEVICES = ("cuda", "gpu")
 _MAX_POINTS = 64  # sweep points composed for the check; beyond that only the first ones are checked
 

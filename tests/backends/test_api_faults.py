@@ -17,15 +17,13 @@ import pytest
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError
+from tests.backends.openai_presets import served_node
 from tests.backends.scripted import ScriptedServer, completion
 
 
 def api_cfg(base_url: str, **over) -> dict:
-    cfg = {"name": "scripted", "backend": "openai", "base_url": base_url, "api_key_env": None, "model_id": "m",
-           "chat": False, "concurrency": 2, "max_retries": 2, "timeout": 30, "backoff_base": 0.01,
-           "price_in_per_mtok": 0.0, "price_out_per_mtok": 0.0}
-    cfg.update(over)
-    return cfg
+    return served_node(**{"name": "scripted", "base_url": base_url, "model_id": "m", "chat": False,
+                          "concurrency": 2, "max_retries": 2, "timeout": 30, "backoff_base": 0.01, **over})
 
 
 def _completion(body: dict, text: str | None = "ok", chat: bool = False) -> bytes:
@@ -93,8 +91,8 @@ CLIENT = r"""
 import sys
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
-cfg = {"name": "slow", "backend": "openai", "base_url": sys.argv[1], "api_key_env": None, "model_id": "m",
-       "chat": False, "concurrency": 2, "max_retries": 0, "timeout": 30}
+import json
+cfg = {**json.loads(PRESET), "base_url": sys.argv[1]}  # PRESET: the llama-cpp preset's node, written above
 api = build_backend(cfg, {"name": "sqlite", "path": sys.argv[2]})
 out = api.generate([Req(prompt=f"p{i}", max_new_tokens=2) for i in range(int(sys.argv[3]))])
 print("DONE", len(out), flush=True)
@@ -106,7 +104,8 @@ def test_killed_mid_batch_rerun_sends_only_unfinished_requests(tmp_path):
     server = _Server(lambda body: (200, "application/json", _completion(body, "t-" + body["prompt"])), delay=0.25)
     db = tmp_path / "c.sqlite"
     script = tmp_path / "client.py"
-    script.write_text(CLIENT)
+    node = served_node(name="slow", model_id="m", chat=False, concurrency=2, max_retries=0, timeout=30)
+    script.write_text(f"PRESET = {json.dumps(node)!r}\n" + CLIENT)
     try:
         proc = subprocess.Popen([sys.executable, str(script), server.url, str(db), str(n)])
         deadline = time.time() + 60

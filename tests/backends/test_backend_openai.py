@@ -13,15 +13,15 @@ from memlab.backends.base import GenerationRequest as Req, Message
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError, MemlabError
 from tests.backends.conftest import free_port
+from tests.backends.openai_presets import served_node
 from tests.backends.scripted import scripted_server
 
 
 def api_cfg(base_url: str, model: str, **over) -> dict:
-    cfg = {"name": "served-micro", "backend": "openai", "base_url": base_url, "api_key_env": None,
-           "model_id": model, "chat": False, "concurrency": 2, "max_retries": 2, "timeout": 60,
-           "price_in_per_mtok": 1.0, "price_out_per_mtok": 3.0}
-    cfg.update(over)
-    return cfg
+    # can_score: false: transformers serve gives no prompt log-probs (score() refuses in one line)
+    return served_node(**{"name": "served-micro", "base_url": base_url, "model_id": model, "chat": False,
+                          "can_score": False, "concurrency": 2, "max_retries": 2, "timeout": 60,
+                          "price_in_per_mtok": 1.0, "price_out_per_mtok": 3.0, **over})
 
 
 def test_completions_match_local_hf_greedy(served_model, micro_family, micro_backend):

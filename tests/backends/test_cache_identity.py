@@ -9,6 +9,7 @@ import sqlite3
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.backends.identity import normalize_base_url
+from tests.backends.openai_presets import served_node
 from tests.backends.scripted import ScriptedServer, completion
 
 
@@ -28,8 +29,8 @@ class _ModelServer(ScriptedServer):
 
 
 def _cfg(url: str, model_id: str, name: str = "served") -> dict:
-    return {"name": name, "backend": "openai", "base_url": url, "api_key_env": None, "model_id": model_id,
-            "chat": False, "concurrency": 2, "max_retries": 0, "timeout": 10}
+    return served_node(name=name, base_url=url, model_id=model_id, chat=False, concurrency=2, max_retries=0,
+                       timeout=10)
 
 
 PROMPTS = [Req(prompt=f"p{i}", max_new_tokens=2) for i in range(3)]

@@ -16,6 +16,7 @@ import pytest
 from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.errors import BackendError, MemlabError
+from tests.backends.openai_presets import served_node
 from tests.backends.scripted import ScriptedServer, api_error, completion
 
 
@@ -36,8 +37,7 @@ def _Server(answer) -> ScriptedServer:  # noqa: N802
 
 
 def _cfg(url: str) -> dict:
-    return {"name": "m", "backend": "openai", "base_url": url, "api_key_env": None, "model_id": "m", "chat": False,
-            "concurrency": 4, "max_retries": 0, "timeout": 30}
+    return served_node(name="m", base_url=url, model_id="m", chat=False, concurrency=4, max_retries=0, timeout=30)
 
 
 def _rows(path) -> set[str]:
@@ -94,7 +94,7 @@ def test_cache_path_naming_a_directory_is_refused_and_never_renamed(tmp_path):
 
 
 FULL_DISK = r"""
-import os, sqlite3, sys
+import json, os, sqlite3, sys
 from memlab.backends.factory import build_backend
 from memlab.errors import MemlabError
 path = sys.argv[1] + "/c.sqlite"
@@ -110,8 +110,7 @@ try:
 except OSError:
     pass
 f.close()
-cfg = {"name": "m", "backend": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None,
-       "model_id": "m", "chat": False}
+cfg = json.loads(PRESET)  # PRESET: the llama-cpp preset's node, written above
 try:
     build_backend(cfg, {"name": "sqlite", "path": path})
     print("OPENED")
@@ -124,7 +123,8 @@ print("FILES", sorted(os.listdir(sys.argv[1])), open(path, "rb").read() == befor
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare for a small tmpfs")
 def test_full_disk_while_opening_the_cache_is_a_disk_full_line(tmp_path):
     script = tmp_path / "client.py"
-    script.write_text(FULL_DISK)
+    node = served_node(name="m", base_url="http://127.0.0.1:9/v1", model_id="m", chat=False)
+    script.write_text(f"PRESET = {json.dumps(node)!r}\n" + FULL_DISK)
     mnt = tmp_path / "disk"
     mnt.mkdir()
     cmd = ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size=256k tmpfs "{mnt}" && '

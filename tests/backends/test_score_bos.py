@@ -114,10 +114,9 @@ def test_missing_score_bos_is_one_line(llama_server):  # noqa: F811
     assert "\n" not in str(err.value) and "prepend" in str(err.value)
     with pytest.raises(ConfigError, match="must be one of tokenizer, prepend"):
         build_backend({**cfg, "score_bos": "none"})
-    api = build_backend({k: v for k, v in served_cfg(llama_server).items() if k != "score_bos"})
-    with pytest.raises(ConfigError, match="model.score_bos is not set") as err:
-        api.score(["In the beginning"])  # generation needs no BOS policy; scoring refuses before any request
-    assert "\n" not in str(err.value) and api.usage.requests == 0
+    with pytest.raises(ConfigError, match="model.score_bos is not set") as err:  # served: refused at build too
+        build_backend({k: v for k, v in served_cfg(llama_server).items() if k != "score_bos"})
+    assert "\n" not in str(err.value) and "prepend" in str(err.value)
 
 
 def test_served_bos_contradicting_the_key_is_one_line(llama_server):  # noqa: F811

@@ -50,6 +50,7 @@ from memlab.config import compose
 from memlab.errors import BackendError, ConfigError, MemlabError
 from memlab.metrics.mia import member_scores
 from tests.backends.conftest import free_port, serve_process
+from tests.backends.openai_presets import served_node
 from tests.backends.scripted import scripted_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,11 +140,9 @@ def llama_server(smollm_gguf, tmp_path_factory):
 
 
 def served_cfg(base_url: str, **over) -> dict:
-    cfg = {"name": "smollm2-served", "backend": "openai", "base_url": base_url, "api_key_env": None,
-           "model_id": "smollm2", "chat": False, "concurrency": 1, "max_retries": 1, "timeout": 120,
-           "can_score": "echo_logprobs", "score_bos": "prepend"}
-    cfg.update(over)
-    return cfg
+    return served_node(**{"name": "smollm2-served", "base_url": base_url, "model_id": "smollm2", "chat": False,
+                          "concurrency": 1, "max_retries": 1, "timeout": 120, "can_score": "echo_logprobs",
+                          "score_bos": "prepend", **over})
 
 
 def test_served_logprobs_match_hf(llama_server, hf_smollm, hf_smollm_bos, tmp_path):

@@ -11,6 +11,7 @@ from memlab.backends.factory import build_backend
 from memlab.schema import method_config
 from memlab.methods.recap.agents import agent_fallbacks, agents_label
 from memlab.methods.recap.study import build_agents
+from tests.backends.openai_presets import served_node
 from tests.backends.scripted import ScriptedServer, completion
 
 REF = "And it came to pass in the days when the judges ruled, that there was a famine in the land."
@@ -24,8 +25,8 @@ def _ProseServer() -> ScriptedServer:  # noqa: N802
 def test_fallbacks_are_counted_per_agent_and_said_once_each(capsys):
     server = _ProseServer()
     try:
-        llm = build_backend({"name": "smol", "backend": "openai", "base_url": server.url, "api_key_env": None,
-                             "model_id": "smol", "chat": True, "concurrency": 1, "max_retries": 0, "timeout": 10})
+        llm = build_backend(served_node(name="smol", base_url=server.url, model_id="smol", chat=True,
+                                        concurrency=1, max_retries=0, timeout=10))
         _, agents = build_agents(method_config("recap"), llm)
         judge, verifier = agents.judge, agents.verifier
         capsys.readouterr()
@@ -49,8 +50,8 @@ def test_the_agents_label_of_the_claims_names_the_fallbacks():
 
     server = _ProseServer()
     try:
-        llm = build_backend({"name": "smol", "backend": "openai", "base_url": server.url, "api_key_env": None,
-                             "model_id": "smol", "chat": True, "concurrency": 1, "max_retries": 0, "timeout": 10})
+        llm = build_backend(served_node(name="smol", base_url=server.url, model_id="smol", chat=True,
+                                        concurrency=1, max_retries=0, timeout=10))
         _, agents = build_agents(method_config("recap"), llm)
         agents.judge.judge([REF, REF, REF], ["one", "two", "three"])  # three fallbacks: no JSON
         counts = agent_fallbacks(agents.judge, agents.verifier)

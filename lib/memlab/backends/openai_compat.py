@@ -11,12 +11,8 @@ serve`` — one client, many servers, picked by ``base_url`` in ``conf/model/<na
 - ``self.usage`` counts requests, tokens and cost = in_tokens/1e6·price_in_per_mtok +
   out_tokens/1e6·price_out_per_mtok (prices are config values).
 
-Config keys (``conf/model/<name>.yaml``): name, backend: openai, base_url, api_key_env (the NAME of the
-variable holding the key; null for local servers), model_id (the provider's model string), chat, concurrency
-(parallel calls), max_retries, timeout (s per call), price_in_per_mtok, price_out_per_mtok; optional
-backoff_base (s, default 1; the k-th retry waits backoff_base·2^k, at most backoff_max = 60 s),
-max_tokens_param (max_tokens | max_completion_tokens, for APIs that renamed it), revision (defaults to
-model_id; set it to a dated model snapshot so the cache key pins the weights).
+Config keys (``conf/model/<name>.yaml``): every field of :class:`memlab.backends.openai_config.OpenAIConfig`,
+none defaulted in code (openai_config.py says what each means); a node missing or adding one is refused in one line.
 
 Scoring (``score``: per-token log-probs of a text, teacher forcing) needs a server that returns log-probs of
 the *prompt* tokens on ``/v1/completions``; chat APIs never do. ``can_score`` in the preset says how:
@@ -26,7 +22,7 @@ the *prompt* tokens on ``/v1/completions``; chat APIs never do. ``can_score`` in
   then the one generated token; the last ``usage.completion_tokens`` entries are dropped.
 - ``prompt_logprobs``: vLLM's own field (``prompt_logprobs: k`` and ``return_token_ids: true`` in the body);
   ``choices[0].prompt_logprobs[j]`` maps token id -> {logprob, rank, decoded_token}.
-- ``false`` (the default, and every chat-only API): ``score`` raises one line naming the MIA scores that are
+- ``false`` (every chat-only API): ``score`` raises one line naming the MIA scores that are
   then unavailable (loss, zlib, Min-K%, Min-K%++).
 
 Token ids: taken from the answer when the server gives them ("token_id:N" strings under vLLM's
@@ -39,16 +35,15 @@ so loss, perplexity, zlib ratio and Min-K% are computed exactly. Min-K%++ needs 
 σ_j² = Var_{v~p} log p(v) over the WHOLE vocabulary at each position; top-k log-probs give only the k
 largest terms: with S the returned set and P_S = Σ_S p, the tail (1 − P_S) is spread over |V| − k tokens
 whose log-probs are unknown (each ≤ min_S log p). So μ_j, σ_j cannot be computed exactly (μ_j is only
-bounded: μ_j ≤ μ̂_j below, with equality iff P_S = 1), and by default ``vocab_mean``/``vocab_std`` are None
-and Min-K%++ is unavailable (one note per backend says so). ``vocab_stats: top_k_renormalized`` is a NAMED
-approximation, never the default: μ̂_j, σ̂_j = mean and std of log p(v) under p renormalized over S (top-k
-plus the text's own token), i.e. the statistics of the distribution conditioned on v ∈ S. Scores cached
+bounded: μ_j ≤ μ̂_j below, with equality iff P_S = 1), and under ``vocab_stats: none`` ``vocab_mean`` and
+``vocab_std`` are None and Min-K%++ is unavailable (one note per backend says so).
+``vocab_stats: top_k_renormalized`` is a NAMED approximation, chosen only by name: μ̂_j, σ̂_j = mean and std
+of log p(v) under p renormalized over S (top-k plus the text's own token), i.e. the statistics of the distribution conditioned on v ∈ S. Scores cached
 under it carry the variant in their cache key, so approximate and exact statistics never mix.
 
-Scoring keys: can_score (echo_logprobs | prompt_logprobs | false; default false), score_top_k (k top
-log-probs per position to request, default 5; only used by vocab_stats), vocab_stats (none |
-top_k_renormalized; default none), score_bos (tokenizer | prepend; no default: ``score`` refuses a node without
-it, one line). Its meaning is the HF backend's (backends/score_bos.py); what a server can honour:
+Scoring keys: can_score (echo_logprobs | prompt_logprobs | false), score_top_k (k top log-probs per position
+to request; only used by vocab_stats), vocab_stats (none | top_k_renormalized), score_bos (tokenizer | prepend).
+score_bos means what it means for the HF backend (backends/score_bos.py); what a server can honour:
 
 - ``prepend`` (llama-cpp-python): the server must have prepended a BOS — seen as the one extra leading id of
   its /extras/tokenize answer — else one line says to start it with ``--kv_overrides
@@ -75,14 +70,13 @@ from memlab.backends.base import Sample, TokenScores, Usage
 from memlab.backends.jobs import (OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, run_each,
                                   truncate_at_stop)
 from memlab.backends.identity import served_identity
+from memlab.backends.openai_config import OpenAIConfig, openai_config, scoring_mode
 from memlab.backends.openai_wire import (_TOKEN_ID, _BadAnswer, _answer, _first_line, _logprob_value, _retry_after,
                                         topk_renormalized_stats)
 from memlab.backends.score_bos import check_score_bos
 from memlab.errors import BackendError, ConfigError, MemlabError
 
 _RETRY_STATUS = {408, 409, 429}
-SCORE_MODES = ("echo_logprobs", "prompt_logprobs")
-VOCAB_STATS = ("none", "top_k_renormalized")
 _MIA_UNAVAILABLE = "loss, zlib, Min-K% and Min-K%++ are unavailable for it"
 _SCORE_FIX = "use an hf backend or a server with echo+logprobs (llama-cpp-python, vLLM)"
 
@@ -95,60 +89,35 @@ class ScoringUnavailable(ConfigError, NotImplementedError):
 class OpenAICompatBackend(PerSampleBackend):
     """A model behind an OpenAI-compatible HTTP API."""
 
-    def __init__(self, *, base_url: str, model_id: str, api_key_env: str | None = None, name: str | None = None,
-                 chat: bool = True, concurrency: int = 4, max_retries: int = 5, timeout: float = 60.0,
-                 price_in_per_mtok: float = 0.0, price_out_per_mtok: float = 0.0, backoff_base: float = 1.0,
-                 backoff_max: float = 60.0, max_tokens_param: str = "max_tokens", revision: str | None = None,
-                 can_score: str | bool | None = False, score_top_k: int = 5, vocab_stats: str = "none",
-                 score_bos: str | None = None):
+    def __init__(self, cfg: OpenAIConfig):
         super().__init__()
         import openai
 
-        if not base_url:
-            raise ConfigError("model.base_url is required for backend: openai")
-        if not model_id:
-            raise ConfigError("model.model_id is required for backend: openai (the provider's model string)")
-        if api_key_env:
-            key = os.environ.get(str(api_key_env))
+        if cfg.api_key_env:
+            key = os.environ.get(str(cfg.api_key_env))
             if not key:
-                raise MemlabError(f"environment variable {api_key_env} is not set; export {api_key_env}=<your API "
-                                  f"key> (model.api_key_env names the variable that holds the key)")
+                raise MemlabError(f"environment variable {cfg.api_key_env} is not set; export {cfg.api_key_env}="
+                                  "<your API key> (model.api_key_env names the variable that holds the key)")
         else:
             key = "EMPTY"  # local servers (vLLM, transformers serve) take any key; the SDK needs a string
-        if int(concurrency) < 1 or int(max_retries) < 0:
-            raise ConfigError("model.concurrency must be >= 1 and model.max_retries >= 0")
-        if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
-            raise ConfigError("model.max_tokens_param must be max_tokens or max_completion_tokens")
-        self.base_url, self.model_name, self.chat = str(base_url), str(model_id), bool(chat)
-        self.model_id = str(name or model_id)
-        self.revision = str(revision or model_id)
-        self.concurrency, self.max_retries = int(concurrency), int(max_retries)
-        self.timeout = float(timeout)
-        self.backoff_base, self.backoff_max = float(backoff_base), float(backoff_max)
-        self.price_in, self.price_out = float(price_in_per_mtok or 0.0), float(price_out_per_mtok or 0.0)
-        self.max_tokens_param = max_tokens_param
-        if can_score in (None, False) or str(can_score).lower() in ("false", "none", "no", "off"):
-            self.can_score: str | None = None
-        elif can_score in SCORE_MODES:
-            self.can_score = str(can_score)
-        else:
-            raise ConfigError(f"model.can_score must be one of {', '.join(SCORE_MODES)} or false, got {can_score!r}")
-        if vocab_stats not in VOCAB_STATS:
-            raise ConfigError(f"model.vocab_stats must be one of {', '.join(VOCAB_STATS)}, got {vocab_stats!r}")
-        if int(score_top_k) < 0 or (vocab_stats != "none" and int(score_top_k) < 1):
-            raise ConfigError(f"model.score_top_k must be >= 0 (>= 1 with vocab_stats: {vocab_stats}), "
-                              f"got {score_top_k}")
-        self.score_top_k, self.vocab_stats = int(score_top_k), str(vocab_stats)
-        # None: refused by score() in one line (generation needs no BOS policy)
-        self.score_bos = None if score_bos is None else check_score_bos(score_bos, self.model_id)
+        self.base_url, self.model_name, self.chat = cfg.base_url, cfg.model_id, cfg.chat
+        self.model_id = str(cfg.name or cfg.model_id)
+        self.revision = str(cfg.revision or cfg.model_id)
+        self.concurrency, self.max_retries, self.timeout = cfg.concurrency, cfg.max_retries, cfg.timeout
+        self.backoff_base, self.backoff_max = cfg.backoff_base, cfg.backoff_max
+        self.price_in, self.price_out = cfg.price_in_per_mtok, cfg.price_out_per_mtok
+        self.max_tokens_param = cfg.max_tokens_param
+        self.can_score: str | None = scoring_mode(cfg.can_score)
+        self.score_top_k, self.vocab_stats = cfg.score_top_k, cfg.vocab_stats
+        self.score_bos = check_score_bos(cfg.score_bos, self.model_id)
         # goes into the response cache's score key (cache.py): approximate statistics never mix with exact ones
-        self.score_variant = None if vocab_stats == "none" else f"{vocab_stats}@k={self.score_top_k}"
+        self.score_variant = None if cfg.vocab_stats == "none" else f"{cfg.vocab_stats}@k={cfg.score_top_k}"
         self._tokenize_route: str | None = None
         self._noted_no_pp = False
         self.retries = 0  # how many retries were needed (rate limits, 5xx, timeouts)
         self._openai = openai
         # the SDK's own retries are off: ours below log, back off and fail with one line
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=float(timeout))
+        self.client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=self.timeout)
         self._lock = threading.Lock()
         self._reached = False
         self._identity: dict | None = None
@@ -162,11 +131,8 @@ class OpenAICompatBackend(PerSampleBackend):
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> "OpenAICompatBackend":
-        keys = ("base_url", "model_id", "api_key_env", "name", "chat", "concurrency", "max_retries", "timeout",
-                "price_in_per_mtok", "price_out_per_mtok", "backoff_base", "backoff_max", "max_tokens_param",
-                "revision", "can_score", "score_top_k", "vocab_stats", "score_bos")
-        kwargs = {k: cfg[k] for k in keys if cfg.get(k) is not None}
-        return cls(**kwargs)
+        """The backend of a ``backend: openai`` model node (every key of :class:`OpenAIConfig`, checked)."""
+        return cls(openai_config(cfg))
 
     # ---- generation ----------------------------------------------------------------------------------------
     def generate_samples(self, jobs: Sequence[SampleJob], *, progress: bool = False,
@@ -277,8 +243,6 @@ class OpenAICompatBackend(PerSampleBackend):
         if self.can_score is None:
             raise ScoringUnavailable(f"model {self.model_id}'s server can't return prompt log-probs: "
                                      f"{_MIA_UNAVAILABLE}; {_SCORE_FIX}")
-        if self.score_bos is None:
-            check_score_bos(None, self.model_id)
         if self.can_score == "prompt_logprobs" and self.score_bos == "prepend":
             raise ConfigError(f"model {self.model_id}: score_bos: prepend can't be checked with can_score: "
                               "prompt_logprobs (the answer's ids show no BOS the server added); vLLM tokenizes as "
