@@ -137,8 +137,8 @@ def study(method: None, params: CurveParams, run: StudyRun):
     p, catalog, res = params, run.catalog, StudyResult()
     fam = catalog.family(p.family)
     df = res.table("continuation_rate", family_curve(
-        fam, open_backend=catalog.open, n_probes=p.n_probes, prefix_len=p.prefix_len, cont_len=p.cont_len, seed=run.seed,
-        sizes=p.sizes, epochs=p.epochs, epoch_every=p.epoch_every, template=catalog.template))
+        fam, open_backend=catalog.open, n_probes=p.n_probes, prefix_len=p.prefix_len, cont_len=p.cont_len,
+        seed=run.seed, sizes=p.sizes, epochs=p.epochs, epoch_every=p.epoch_every, template=catalog.template))
     res.figure("memorization_curve", curve_figure(df, p.cont_len, fam.name))
     last = df[df.epoch == df.epoch.max()]
     res.table("last_epoch_rate", last.pivot(index="size", columns="split", values="rate").reset_index(), show=False)
