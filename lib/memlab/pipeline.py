@@ -9,10 +9,10 @@ one per experiment in ``conf/experiment/`` (:func:`experiment_stage`). Config fi
 file its composition reads (Hydra's defaults list: config.yaml, each group's option, experiment files an
 experiment pulls in, scale files), the ``conf/paper`` files holding its claims and the ``conf/model`` presets it
 opens by name; its deps are every lib/ file reachable by imports from the runner, the report helper, its
-notebook, the ``_schema_`` classes its config names and its own claim rules, plus non-Python ``requires.code``
-(prompts), its notebook, and the data and models it ``requires``. ``make reproduce`` regenerates dvc.yaml before
-``dvc repro``, so editing any of those re-runs exactly the stages that read it, and a second ``dvc repro`` runs
-nothing.
+study function's module (``study``), its notebook, the ``_schema_`` classes its config names and its own claim
+rules, plus non-Python ``requires.code`` (prompts), its notebook, and the data and models it ``requires``.
+``make reproduce`` regenerates dvc.yaml before ``dvc repro``, so editing any of those re-runs exactly the stages
+that read it, and a second ``dvc repro`` runs nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from memlab.config import CONF_DIR, experiment_names, repo_root, required_thread
 from memlab.errors import ConfigError, one_line_errors
 from memlab.models.zoo import load_family
 
-# what every experiment runs through; everything else an experiment uses is found from its notebook's imports
+# what every experiment runs through; everything else an experiment uses is found from its study module (`study`),
+# its notebook's imports
 ENTRY_MODULES = ["memlab.run", "memlab.report"]
 CONVERTED_MODELS = ["smollm2-135m-instruct", "gemma-3-270m"]
 # zoo builds train this many models at once, each in its own process on one torch thread, so the weights are
@@ -320,7 +321,8 @@ def stage_wanted(exp: str) -> bool:
 
 def experiment_stage(exp: str) -> dict:
     """One experiment's stage. Its code: every lib/ file reachable from the runner, the report helper, its
-    notebook's imports, the ``_schema_`` classes its config names and its own claim rules (not the others').
+    notebook's imports, its study function's module (``study``), the ``_schema_`` classes its config names and its
+    own claim rules (not the others').
     Its config, as DVC ``params`` (values, not comments): every conf file its composition read, the paper
     files of its claims and the model presets it opens by name. Then prompts, notebook, data and models."""
     raw, conf_files = _composition(exp)
@@ -330,7 +332,7 @@ def experiment_stage(exp: str) -> dict:
         raise ConfigError(f"experiment {exp}: requires.after names {wrong}: not another experiment")
     nb = raw["notebook"]
     roots = [*ENTRY_MODULES, *notebook_imports(repo_root() / "notebooks" / nb), *_schema_modules(raw),
-             *rule_module(exp)]
+             str(raw["study"]).rpartition(".")[0], *rule_module(exp)]
     from memlab.comparison import RULE_MODULES
 
     code = code_deps(roots, skip=frozenset(RULE_MODULES.values()))

@@ -49,13 +49,9 @@ class Report:
 
     @staticmethod
     def typed_node(cfg, key: str):
-        from memlab.config import to_plain
-        from memlab.schema import SCHEMA_KEY, schema_class, typed
+        from memlab.study_run import typed_node
 
-        node = OmegaConf.select(cfg, key)
-        if node is None or SCHEMA_KEY not in node:
-            raise ConfigError(f"config key {key}: missing or has no {SCHEMA_KEY}")
-        return typed(schema_class(node[SCHEMA_KEY], key), to_plain(node), key)
+        return typed_node(cfg, key)
 
     @property
     def params(self) -> DictConfig:
@@ -87,6 +83,19 @@ class Report:
     def method(self):
         """``cfg.method`` (conf/method/<m>.yaml plus the experiment's overrides) as its typed dataclass."""
         return self.typed("method")
+
+    # -- the study ----------------------------------------------------------------------------------------
+    def run_study(self):
+        """Call the study function the experiment names (``cfg.study``, :mod:`memlab.study_run`) as
+        ``f(method, params, run)``: the typed method group (``None`` without one), the typed params, the run."""
+        from memlab.study_run import StudyRun, resolve_study
+
+        fn = resolve_study(self.cfg.get("study"))
+        method = self.method if self.cfg.get("method") is not None else None
+        params = self.typed("params")
+        run = StudyRun(cfg=self.cfg, catalog=self.models, seed=self.seed, out_dir=self.out_dir,
+                       results_root=Path(self.paths.results), progress=True)
+        return fn(method, params, run)
 
     # -- models -------------------------------------------------------------------------------------------
     @property

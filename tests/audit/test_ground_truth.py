@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -88,5 +89,5 @@ def test_the_audit_tests_one_model_per_run():
     from memlab.audit.study import audit
 
     with pytest.raises(ConfigError) as e:
-        audit(None, None, None, None, None, [{"name": "a"}, {"name": "b"}], "out", "results")
+        audit(None, None, SimpleNamespace(targets=[{"name": "a"}, {"name": "b"}]))
     assert "\n" not in str(e.value) and "one model per run" in str(e.value) and "a, b" in str(e.value)

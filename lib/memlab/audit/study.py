@@ -25,6 +25,7 @@ from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import propensity_rows, summary_rows
 from memlab.results import StudyResult
 from memlab.schema import check
+from memlab.study_run import StudyRun
 
 MIA_SCORES = ("loss", "zlib_ratio", "min_k", "min_k_pp")   # higher = more likely a member (memlab.metrics.mia)
 
@@ -82,16 +83,19 @@ class AuditParams:
         self.wild  # noqa: B018 — the calibration sources must name sources of their domain
 
 
-def audit(pearl: PearlConfig, recap: RecapConfig, trace: TraceConfig, p: AuditParams, catalog, targets: list[dict],
-          out_dir: str | Path, results: str | Path, *, progress: bool = True) -> StudyResult:
-    """Every method on the one model of ``targets``; the summary table first, then each method's own tables."""
+def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResult:
+    """Every method on the one model under test (``run.targets``; PEARL's settings are ``method``, RECAP's and
+    SimpleTrace's ``methods.recap`` / ``methods.trace``); the summary table first, then each method's own tables."""
     import pandas as pd
 
+    targets = run.targets
     if len(targets) != 1:
         raise ConfigError(f"experiment=audit tests one model per run, got {len(targets)} "
                           f"({', '.join(n['name'] for n in targets)}): run it once per model, e.g. "
                           "python -m memlab.run -m experiment=audit model=a,b")
-    node, results, detail = targets[0], Path(results), StudyResult()
+    pearl, recap, trace = method, run.typed("methods.recap"), run.typed("methods.trace")
+    p, catalog, out_dir, progress = params, run.catalog, run.out_dir, run.progress
+    node, results, detail = targets[0], Path(run.results_root), StudyResult()
     rows, style = _pearl(pearl, p, catalog, node, results, detail)
     rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", results, detail, progress)
     rows += _trace(trace, p, catalog, node, results, detail)
@@ -115,7 +119,7 @@ def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None,
 def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Path,
            detail: StudyResult) -> tuple[list[dict], str]:
     """PEARL's and the MIA baselines' rows, and the model's prompt style (read while the MIA holds the model)."""
-    wild = pearl_study.wild(pearl, p.wild, catalog, [node])
+    wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
     for name, df in wild.tables.items():
         detail.table(f"pearl_{name}", df, show=False)
     for name, fig in wild.figures.items():

@@ -17,6 +17,7 @@ from memlab.backends.base import Backend, GenerationRequest
 from memlab.data.records import Document
 from memlab.errors import ConfigError
 from memlab.schema import check
+from memlab.study_run import StudyRun
 
 
 @dataclass(frozen=True)
@@ -127,17 +128,17 @@ def family_curve(family, *, open_backend, n_probes: int, prefix_len: int, cont_l
     return pd.DataFrame(rows)
 
 
-def study(p: CurveParams, catalog, seed: int):
+def study(method: None, params: CurveParams, run: StudyRun):
     """The memorization-curve experiment: the table, the figure (one panel per size) and the last-epoch rates."""
     import seaborn as sns
 
     from memlab.results import StudyResult
 
-    res = StudyResult()
+    p, catalog, res = params, run.catalog, StudyResult()
     fam = catalog.family(p.family)
     df = res.table("continuation_rate", family_curve(
-        fam, open_backend=catalog.open, n_probes=p.n_probes, prefix_len=p.prefix_len, cont_len=p.cont_len, seed=seed,
-        sizes=p.sizes, epochs=p.epochs, epoch_every=p.epoch_every, template=catalog.template))
+        fam, open_backend=catalog.open, n_probes=p.n_probes, prefix_len=p.prefix_len, cont_len=p.cont_len,
+        seed=run.seed, sizes=p.sizes, epochs=p.epochs, epoch_every=p.epoch_every, template=catalog.template))
     res.figure("memorization_curve", curve_figure(df, p.cont_len, fam.name))
     last = df[df.epoch == df.epoch.max()]
     res.table("last_epoch_rate", last.pivot(index="size", columns="split", values="rate").reset_index(), show=False)

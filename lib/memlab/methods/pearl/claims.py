@@ -17,8 +17,8 @@ from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, ful
 from memlab.metrics.intervals import (bonferroni_level, mover_contrast, n_to_decide, paired_sign, wilson,
                                       wilson_n_to_decide)
 
-PAPER_TAU_B = 0.2  # the papers' τ_b for every Pythia table: where the papers' numbers were measured (a figure's
-TAU = PAPER_TAU_B  # paper mark; study.py imports TAU) — never a rule's threshold: rules flag at the run's method.alpha
+PAPER_TAU_B = 0.2  # the papers' τ_b for every Pythia table: where the papers' numbers were measured (a figure's paper
+                  # mark) — never a rule's threshold: rules flag at the run's method.alpha
 TINY = "tiny GPT-NeoX 'pearl'"
 
 

@@ -3,7 +3,7 @@ show what these return.
 
 Each function takes the method's settings (:class:`~memlab.methods.pearl.engine.PearlConfig`, from
 conf/method/pearl.yaml), the experiment's own ``params`` (the dataclasses below, from conf/experiment/pearl_*.yaml)
-and a :class:`memlab.models.catalog.Catalog` (the models it may open), and returns a
+and the run (:class:`memlab.study_run.StudyRun`: its model catalog, models under test), and returns a
 :class:`memlab.results.StudyResult`. The ground-truth studies read a zoo family (``method.study.family``) whose
 exact members and non-members are known; documents are drawn with :func:`memlab.data.sampling.sample_docs`.
 """
@@ -19,10 +19,11 @@ from memlab.methods.pearl import plots
 from memlab.methods.pearl import tables as T
 from memlab.methods.pearl.acr_params import AcrParams
 from memlab.methods.pearl.calibration import calibrate_alpha
-from memlab.methods.pearl.claims import TAU
+from memlab.methods.pearl.claims import PAPER_TAU_B
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.results import StudyResult
 from memlab.schema import check
+from memlab.study_run import StudyRun
 
 MIA_SCORES = ["sensitivity", "gfd", "loss", "zlib_ratio", "min_k", "min_k_pp"]
 
@@ -96,12 +97,12 @@ def with_halves(df, halves: dict[str, str]):
     return df
 
 
-def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResult:
+def calibration(method: PearlConfig, params: CalibrationParams, run: StudyRun) -> StudyResult:
     """FPR vs threshold α on known non-members (001 Fig. 6 / 003 Fig. 10), α at a target FPR, and input
     similarity per perturbation level (003 Table 8 analog), at checkpoint ``study.epoch``."""
     import pandas as pd
 
-    st, res = method.study, StudyResult()
+    p, catalog, st, res = params, run.catalog, method.study, StudyResult()
     _, members, nonmembers, halves = ground_truth_docs(method, catalog)
     docs = members + nonmembers
     res.table("input_similarity_by_level", T.similarity_table(docs, method, st.kinds).round(4))
@@ -117,7 +118,7 @@ def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResu
     fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["kind"])
     res.table("fpr_vs_threshold", fpr, show=False)  # on the evaluation half of the non-members
     mark = paper_mark("pearl_calibration_low_fpr")
-    res.figure("fpr_vs_threshold", plots.fpr_by_kind(fpr, p.target_fpr, mark and (TAU, *mark)))
+    res.figure("fpr_vs_threshold", plots.fpr_by_kind(fpr, p.target_fpr, mark and (PAPER_TAU_B, *mark)))
     cal = T.calibration_table(df, [p.target_fpr], by=["kind"])
     res.table("alpha_at_target_fpr", cal.round(4))
     res.metric(**{f"alpha_{r.kind}_{r.score}": r.alpha for r in cal.itertuples()},
@@ -126,13 +127,13 @@ def calibration(method: PearlConfig, p: CalibrationParams, catalog) -> StudyResu
     return res
 
 
-def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
+def epochs(method: PearlConfig, params: EpochsParams, run: StudyRun) -> StudyResult:
     """Share of documents flagged per fine-tuning epoch, members vs non-members, per perturbation kind
     (003 Fig. 4, 001 Figs. 7/8)."""
     import pandas as pd
     from tqdm.auto import tqdm
 
-    st, res = method.study, StudyResult()
+    p, catalog, st, res = params, run.catalog, method.study, StudyResult()
     if not set(p.acr.epochs) <= set(st.epochs):
         raise ConfigError(f"params.acr.epochs {list(p.acr.epochs)} must be among method.study.epochs "
                           f"{list(st.epochs)}: ACR is compared with PEARL's scores of the same checkpoints")
@@ -163,7 +164,7 @@ def epochs(method: PearlConfig, p: EpochsParams, catalog) -> StudyResult:
     return res
 
 
-def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
+def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
     """PEARL vs membership inference per epoch (003 Table 4 / Fig. 13). As in the paper, every score's threshold is
     fixed once — fitted on the calibration half of the non-members at the first epoch listed (before fine-tuning
     when it is 0) at ``target_fpr`` — and applied unchanged at every epoch; PEARL uses its fixed α. Reported: % of
@@ -173,7 +174,7 @@ def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
     import pandas as pd
     from tqdm.auto import tqdm
 
-    st, res = method.study, StudyResult()
+    p, catalog, st, res = params, run.catalog, method.study, StudyResult()
     _, members, nonmembers, halves = ground_truth_docs(method, catalog)
     docs, frames = members + nonmembers, []
     for epoch in tqdm(list(st.epochs), desc="epochs"):
@@ -228,12 +229,12 @@ def mia(method: PearlConfig, p: MiaParams, catalog) -> StudyResult:
     return res
 
 
-def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
+def sizes(method: PearlConfig, params: SizesParams, run: StudyRun) -> StudyResult:
     """Flagged counts at three thresholds for each model size, and FPR curves per size on non-members
     (001/003 Table 2, 003 Fig. 8)."""
     import pandas as pd
 
-    st, res = method.study, StudyResult()
+    p, catalog, st, res = params, run.catalog, method.study, StudyResult()
     fam, members, nonmembers, halves = ground_truth_docs(method, catalog)
     frames = []
     for size in p.sizes:
@@ -253,7 +254,12 @@ def sizes(method: PearlConfig, p: SizesParams, catalog) -> StudyResult:
     return res
 
 
-def wild(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> StudyResult:
+def wild(method: PearlConfig, params: WildParams, run: StudyRun) -> StudyResult:
+    """PEARL in the wild on the run's models under test (:func:`wild_models`)."""
+    return wild_models(method, params, run.catalog, run.targets)
+
+
+def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> StudyResult:
     """PEARL on pretrained models in the wild (001/003 §4.4–4.5): flagged counts at the paper's thresholds and at
     thresholds calibrated per domain on known-unseen documents (text: post-2024 prose, code: post-cutoff Python, as
     LBPP in the paper), sensitivity per source and task, completion vs summarization. ``targets``: the model nodes

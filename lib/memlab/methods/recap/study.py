@@ -3,8 +3,8 @@ what these return.
 
 Each function takes the method's settings (:class:`~memlab.methods.recap.config.RecapConfig`, from
 conf/method/recap.yaml), the experiment's own ``params`` (the dataclasses below, from conf/experiment/recap_*.yaml),
-a :class:`memlab.models.catalog.Catalog` (the models it may open) and the run folder ``out_dir`` (where the
-resumable event store ``events.jsonl`` lives), and returns a :class:`memlab.results.StudyResult`.
+and the run (:class:`memlab.study_run.StudyRun`: its ``catalog`` of the models it may open, its folder ``out_dir``
+where the resumable event store ``events.jsonl`` lives), and returns a :class:`memlab.results.StudyResult`.
 
 Both studies run the same benchmark (:func:`run_recap`): EchoTrace-mini, segmented by the section summary agent,
 then the ladder prefix-probing → DSP → DSP + jailbreak → RECAP on every target. Target calls go through the
@@ -34,6 +34,7 @@ from memlab.methods.recap.prompts import Prompts
 from memlab.methods.recap.summary import SectionSummaryAgent
 from memlab.results import StudyResult
 from memlab.schema import check
+from memlab.study_run import StudyRun
 
 log = logging.getLogger(__name__)
 
@@ -218,12 +219,11 @@ def _benchmark(method: RecapConfig, catalog, out_dir, res: StudyResult, progress
 
 
 # -- the studies ------------------------------------------------------------------------------------------------
-def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Path, *,
-           progress: bool = True) -> StudyResult:
+def table3(method: RecapConfig, params: Table3Params, run: StudyRun) -> StudyResult:
     """Table 3 analog (methods × targets × category, book-level bootstrap mean ± sd), passages per book (Fig. 13),
     mismatch tolerance 0..5 (Fig. 18), member vs non-member books (exact membership), cost by method (App. V)."""
     res = StudyResult()
-    run, df, books = _benchmark(method, catalog, out_dir, res, progress)
+    bench, df, books = _benchmark(method, run.catalog, run.out_dir, res, run.progress)
     rs, tol = method.recap, method.passage_tolerance
     res.table("book_scores", books, show=False)
     res.table("table3", E.table3(books, n_resamples=method.bootstrap.n_resamples, seed=method.seed,
@@ -236,7 +236,7 @@ def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Pa
                                                      seed=method.seed))
     ag = method.agents
     res.table("cost", E.cost_table(df, agent_price_in=ag.price_in, agent_price_out=ag.price_out))
-    res.table("cost_by_stage", E.cost_by_stage(run["records"]), show=False)
+    res.table("cost_by_stage", E.cost_by_stage(bench["records"]), show=False)
     res.table("events", E.events_table(df, rs.score_variant), show=False)
 
     def cell(grp, m, target):
@@ -255,22 +255,21 @@ def table3(method: RecapConfig, params: Table3Params, catalog, out_dir: str | Pa
     for r in mem.itertuples():
         numbers[f"membership/{r.target}/{r.method}/{r.split}/passages"] = int(r.passages)
         numbers[f"membership/{r.target}/{r.method}/{r.split}/rouge_l"] = float(r.rouge_l_mean)  # plain mean
-    res.metric(events=len(run["records"]), event_errors=len(run["errors"]), **numbers, **run["agent_stats"])
+    res.metric(events=len(bench["records"]), event_errors=len(bench["errors"]), **numbers, **bench["agent_stats"])
     # refusal share per target / category / method, for the paper-vs-ours rules (memlab.methods.recap.claims)
     res.table("refusals", df.groupby(["target", "category", "method"])
               .agg(events=("event", "count"), blocked=("blocked", "mean")).reset_index(), show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples,  # claims.py reads these
-               agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]))
+               agents=agents_label("llm" if method.agents.llm else "deterministic", bench["agent_stats"]))
     return res
 
 
-def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str | Path, *,
-             progress: bool = True) -> StudyResult:
+def feedback(method: RecapConfig, params: FeedbackParams, run: StudyRun) -> StudyResult:
     """Gains by feedback round (Fig. 6), the memorization-score filter: queries saved vs ROUGE-L lost (Fig. 8 /
     App. U.2), passages by category incl. non-training books and the hint audit (Fig. 8 / App. S)."""
     res = StudyResult()
-    run, _, books = _benchmark(method, catalog, out_dir, res, progress)
-    rs, tol, recs = method.recap, method.passage_tolerance, run["records"]
+    bench, _, books = _benchmark(method, run.catalog, run.out_dir, res, run.progress)
+    rs, tol, recs = method.recap, method.passage_tolerance, bench["records"]
     gains = E.feedback_gains(recs, variant=rs.score_variant, stop_score=rs.stop_score)
     boot = {"n_resamples": method.bootstrap.n_resamples, "seed": method.seed}  # as the tables' bootstraps
     gsum = res.table("feedback_gains", E.gains_summary(gains))
@@ -300,6 +299,6 @@ def feedback(method: RecapConfig, params: FeedbackParams, catalog, out_dir: str 
     res.table("feedback_gains_events", gains, show=False)
     res.table("filter_events", fev, show=False)
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples, passage_tolerance=tol,
-               agents=agents_label("llm" if method.agents.llm else "deterministic", run["agent_stats"]),
+               agents=agents_label("llm" if method.agents.llm else "deterministic", bench["agent_stats"]),
                max_rounds=rs.max_rounds)
     return res

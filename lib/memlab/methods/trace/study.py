@@ -2,8 +2,9 @@
 only show what these return.
 
 Each function takes the method's settings (:class:`~memlab.methods.trace.config.TraceConfig`, conf/method/trace.yaml),
-the experiment's ``params`` (dataclasses below, conf/experiment/trace_*.yaml) and a
-:class:`memlab.models.catalog.Catalog`, and returns a :class:`memlab.results.StudyResult`.
+the experiment's ``params`` (dataclasses below, conf/experiment/trace_*.yaml) and the run
+(:class:`memlab.study_run.StudyRun`: its model catalog and models under test), and returns a
+:class:`memlab.results.StudyResult`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from memlab.methods.trace.index.cache import external_corpus, tokenizer_for
 from memlab.methods.trace.validation import negative_control, validate
 from memlab.results import StudyResult
 from memlab.schema import check
+from memlab.study_run import StudyRun
 
 POSITIONS = ("start", "random")
 
@@ -99,13 +101,13 @@ def generation_frame(traces, keys):
     return pd.DataFrame(rows, columns=[*keys, "i", "longest_span", "full_match", "nv_recall"])
 
 
-def validation(method: TraceConfig, p: ValidationParams, catalog=None) -> StudyResult:
+def validation(method: TraceConfig, params: ValidationParams, run: StudyRun) -> StudyResult:
     """Retrieval, exact-match and pass rates of whole-document and partial queries, per corpus and index backend
     (seed 002 Table 5 analog), and a negative control: ``n_negatives`` documents held out of each index are queried
     the same way and must not come back as exact matches. No model involved."""
     import pandas as pd
 
-    res, rows, summary, builds, neg_rows, neg_summary = StudyResult(), [], [], [], [], []
+    p, res, rows, summary, builds, neg_rows, neg_summary = params, StudyResult(), [], [], [], [], []
     for spec in p.corpora:
         docs = load_spec(spec)
         held = sample_docs(docs, p.n_negatives, f"{method.seed}:negatives")
@@ -155,13 +157,13 @@ def stage_models(p: StagesParams, catalog) -> tuple[dict[str, dict], list, list]
     return {f"stage{k}": catalog.checkpoint_cfg(f.name, p.zoo_size, "final") for k, f in enumerate(fams)}, A, B
 
 
-def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
+def stages(method: TraceConfig, params: StagesParams, run: StudyRun) -> StudyResult:
     """ALS, FMR, NVR per prompt setting, propensity and span lengths per training stage and corpus
     (seed 002 Figs. 3–8 analog)."""
     import pandas as pd
     from transformers import AutoTokenizer
 
-    res = StudyResult()
+    p, catalog, res = params, run.catalog, StudyResult()
     nodes, A, B = stage_models(p, catalog)
     tok = AutoTokenizer.from_pretrained(nodes["stage0"]["path"])
     corpora = {"A": (p.corpus_a, A), "B": (p.corpus_b, B)}
@@ -198,12 +200,12 @@ def stages(method: TraceConfig, p: StagesParams, catalog) -> StudyResult:
     return res
 
 
-def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog, targets: list[dict]) -> StudyResult:
+def capability_propensity(method: TraceConfig, params: CapabilityParams, run: StudyRun) -> StudyResult:
     """Capability (prefix prompts) vs propensity (generic / specific prompts), seed 002 Table 1 / Fig. 10: the tiny
     model against its exact training set, and pretrained models against corpora they likely saw."""
     import pandas as pd
 
-    res, t = StudyResult(), p.tiny
+    p, catalog, res, t = params, run.catalog, StudyResult(), params.tiny
     fam = catalog.family(t.family)
     node = catalog.checkpoint_cfg(t.family, t.size, "final")
     tiny_name = node["name"]
@@ -217,7 +219,7 @@ def capability_propensity(method: TraceConfig, p: CapabilityParams, catalog, tar
                for r in prompt_overlap(tracer, sets, n_tokens=method.n_tokens,
                                       nv_recall_threshold=method.nv_recall_threshold)]
     all_traces = list(traces)
-    for node in targets:
+    for node in run.targets:
         got, over = model_traces(method, p.external, node, catalog)
         all_traces += got
         overlap += over
