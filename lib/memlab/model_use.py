@@ -122,6 +122,8 @@ def target_nodes(cfg) -> list[dict]:
             raise ConfigError(f"each entry of models must be a conf/model/ name or a mapping, got {entry!r}")
         entry = dict(entry)
         base = preset(entry.pop("preset"), cfg["paths"], cfg.get("numerics")) if "preset" in entry else dict(cfg["model"])
+        if entry.get("backend", base.get("backend")) != base.get("backend"):
+            base = {}   # another backend's node (model=llama-cpp over an HF experiment): none of the base's keys apply
         node = {**base, **entry}
         if "name" not in entry and set(entry) & set(IDENTITY_KEYS):
             node["name"] = derived_name(node)

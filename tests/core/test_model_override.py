@@ -177,3 +177,16 @@ def test_run_json_names_the_models_that_ran_by_content_hash(tmp_path, repo_root)
     default = hashes("pearl_wild", [])
     assert set(default) == {"smollm2-135m-instruct", "gemma-3-270m"}   # pipeline models: their dvc.lock hash
     assert all(v.endswith(".dir") for v in default.values()), default
+
+
+@pytest.mark.parametrize("preset", ["llama-cpp", "vllm"])
+def test_a_served_model_over_an_hf_experiment_carries_none_of_the_hf_keys(preset):
+    from memlab.backends.openai_config import openai_config
+
+    overrides = [f"model={preset}", "model.base_url=http://127.0.0.1:9/v1"]
+    cfg = compose("audit", overrides)
+    mu.check_model_override(cfg, overrides)
+    assert cfg.model.backend == "hf"            # the experiment's own node stays (its zoo control)
+    (node,) = mu.target_nodes(cfg)
+    assert "batch_size" not in node and node["backend"] == "openai"
+    assert openai_config(node).base_url == "http://127.0.0.1:9/v1"   # the typed build refuses any stray key
