@@ -313,3 +313,25 @@ def test_misaligned_echo_is_one_line(fake_scorer):
     with pytest.raises(BackendError, match="misaligned") as err:
         api.score(["abc"])
     assert "\n" not in str(err.value) and "add_bos_token" in str(err.value)
+
+
+def test_uncached_served_scoring_shows_on_the_runner_status_line(fake_scorer, monkeypatch, tmp_path):
+    """A served text takes seconds (llama-cpp-python: ~0.1 s per echoed token): without the cache (cache=null)
+    the scoring still reports its count to the runner, as generation does; with the cache, the cache reports."""
+    from memlab.progress import ENV
+
+    status = tmp_path / "progress.jsonl"
+    monkeypatch.setenv(ENV, str(status))
+    _FakeScorer.mode = "prompt_logprobs"
+    api = build_backend(served_cfg(fake_scorer, can_score="prompt_logprobs", score_bos="tokenizer"))
+    assert len(api.score(["abc", "abd", "abe"])) == 3
+    records = [json.loads(line) for line in status.read_text().splitlines()]
+    assert {r["label"] for r in records} == {"score smollm2-served"}
+    assert records[-1]["done"] == records[-1]["total"] == records[-1]["requests"] == 3
+    cached = build_backend(served_cfg(fake_scorer, can_score="prompt_logprobs", score_bos="tokenizer"),
+                           {"name": "sqlite", "path": str(tmp_path / "c.sqlite")})
+    status.unlink()
+    cached.score(["abc", "abf"])
+    records = [json.loads(line) for line in status.read_text().splitlines()]
+    assert records[-1]["label"] == "score smollm2-served" and records[-1]["done"] == 2   # one line per task, not two
+    assert len({(r["label"], r["t0"]) for r in records}) == 1

@@ -96,7 +96,7 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
     pearl, recap, trace = method, run.typed("methods.recap"), run.typed("methods.trace")
     p, catalog, out_dir, progress = params, run.catalog, run.out_dir, run.progress
     node, results, detail = targets[0], Path(run.results_root), StudyResult()
-    rows, style = _pearl(pearl, p, catalog, node, results, detail)
+    rows, style = _pearl(pearl, p, catalog, node, results, detail, progress)
     rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", results, detail, progress)
     rows += _trace(trace, p, catalog, node, results, detail)
     summary = pd.DataFrame(rows)
@@ -117,7 +117,7 @@ def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None,
 
 # -- PEARL and the MIA baselines -----------------------------------------------------------------------------
 def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Path,
-           detail: StudyResult) -> tuple[list[dict], str]:
+           detail: StudyResult, progress: bool) -> tuple[list[dict], str]:
     """PEARL's and the MIA baselines' rows, and the model's prompt style (read while the MIA holds the model)."""
     wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
     for name, df in wild.tables.items():
@@ -132,19 +132,20 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Pat
         what = "known-unseen (FPR)" if source in p.calibration_sources.values() else "flagged"
         rows.append(_finding(f"PEARL ({task})", f"{source}: {what}", f"{score} > {alpha}",
                              int((g[score] > alpha).sum()), len(g), gt[score]))
-    mia, style = _mia(pearl, p, catalog, node, gt, detail)
+    mia, style = _mia(pearl, p, catalog, node, gt, detail, progress)
     return rows + mia, style
 
 
 def _mia(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
-         detail: StudyResult) -> tuple[list[dict], str]:
+         detail: StudyResult, progress: bool) -> tuple[list[dict], str]:
     import pandas as pd
 
     sources, halves = pearl_study.wild_sources(pearl, p.wild)
     with catalog.using(node) as backend:
         style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
         try:
-            frames = [T.mia_frame(backend, docs, k=p.mia.min_k, max_words=pearl.task.max_input_words, source=name)
+            frames = [T.mia_frame(backend, docs, k=p.mia.min_k, max_words=pearl.task.max_input_words,
+                                  progress=progress, source=name)
                       for name, docs in sources.items()]
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
             why = " ".join(str(err).split())

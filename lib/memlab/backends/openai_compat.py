@@ -75,6 +75,7 @@ from memlab.backends.openai_wire import (_TOKEN_ID, _BadAnswer, _answer, _first_
                                         topk_renormalized_stats)
 from memlab.backends.score_bos import check_score_bos
 from memlab.errors import BackendError, ConfigError, MemlabError
+from memlab.progress import Progress
 
 _RETRY_STATUS = {408, 409, 429}
 _MIA_UNAVAILABLE = "loss, zlib, Min-K% and Min-K%++ are unavailable for it"
@@ -254,7 +255,11 @@ class OpenAICompatBackend(PerSampleBackend):
                   "top_k_renormalized gives a named approximation", file=sys.stderr)
         bar = tqdm(total=len(texts), desc=f"score {self.model_id}", unit="text", disable=not progress)
         try:
-            return run_each(self._score_one, [str(t) for t in texts], self.concurrency, on_done, bar)
+            if on_done is not None:   # the caller (the cache) shows the run's status line itself
+                return run_each(self._score_one, [str(t) for t in texts], self.concurrency, on_done, bar)
+            with Progress(f"score {self.model_id}", total=len(texts)) as status:   # a served text takes seconds
+                return run_each(self._score_one, [str(t) for t in texts], self.concurrency,
+                                lambda k, ts: status.advance(1, requests=1), bar)
         finally:
             bar.close()
 
