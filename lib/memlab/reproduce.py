@@ -156,6 +156,29 @@ def _stop(procs: list[subprocess.Popen], grace: float = 15.0) -> None:
 
 @one_line_errors
 def main(argv: list[str] | None = None) -> None:
+    """``python -m memlab.reproduce [--jobs N]`` (see the module docstring)."""
+    slots = _jobs(argv)
+    dvc = _dvc()
+    t0 = time.time()
+    plan = planned_stages(dvc)
+    n = len(plan)
+    print(f"memlab: {n} stage(s) to run on {slots} core(s)" + (f": {', '.join(plan)}" if n else
+          " (everything is up to date)"), file=sys.stderr, flush=True)
+    ups, cores, prio = _plan_dependencies(plan)
+    logs = Path(".cache/reproduce")
+    if slots > 1 and n:
+        logs.mkdir(parents=True, exist_ok=True)
+        print(f"memlab: each stage's output goes to {logs}/<stage>.log", file=sys.stderr, flush=True)
+    _run_plan(dvc, plan, ups, cores, prio, slots, logs, t0)
+    settle(dvc)
+    print(f"memlab: reproduced in {_clock(time.time() - t0)}", file=sys.stderr, flush=True)
+    from memlab.summary import summary
+
+    print(summary(Path.cwd()), file=sys.stderr, flush=True)
+
+
+def _jobs(argv: list[str] | None) -> int:
+    """The ``--jobs`` argument: how many cores to fill with stages (≥ 1)."""
     import argparse
     import os
 
@@ -165,12 +188,12 @@ def main(argv: list[str] | None = None) -> None:
     slots = ap.parse_args(argv).jobs
     if slots < 1:
         raise MemlabError(f"--jobs must be ≥ 1 (got {slots})")
-    dvc = _dvc()
-    t0 = time.time()
-    plan = planned_stages(dvc)
-    n = len(plan)
-    print(f"memlab: {n} stage(s) to run on {slots} core(s)" + (f": {', '.join(plan)}" if n else
-          " (everything is up to date)"), file=sys.stderr, flush=True)
+    return slots
+
+
+def _plan_dependencies(plan: list[str]) -> tuple[dict[str, set[str]], dict[str, int], dict[str, float]]:
+    """For the planned stages: the planned stages each waits for, each stage's cores (``meta.cores``) and its
+    priority (:func:`_priority`, ``meta.after`` counting as a downstream edge)."""
     _, downs = stage_graph(Path("dvc.yaml"))
     cores, after, minutes = stage_meta(Path("dvc.yaml"))
     # a stage waits for its upstream stages and, when they run too, for the ones it should follow (meta.after)
@@ -178,11 +201,16 @@ def main(argv: list[str] | None = None) -> None:
     for m in plan:
         for a in after[m] & set(plan):
             downs[a] = downs[a] | {m}
-    prio = _priority(plan, downs, minutes)
-    logs = Path(".cache/reproduce")
-    if slots > 1 and n:
-        logs.mkdir(parents=True, exist_ok=True)
-        print(f"memlab: each stage's output goes to {logs}/<stage>.log", file=sys.stderr, flush=True)
+    return ups, cores, _priority(plan, downs, minutes)
+
+
+def _run_plan(dvc: str, plan: list[str], ups: dict[str, set[str]], cores: dict[str, int], prio: dict[str, float],
+              slots: int, logs: Path, t0: float) -> None:
+    """Run the planned stages on ``slots`` cores (best ready stage first, as their cores fit). After a failure no
+    stage starts; once the running ones end, the first failed stage is raised. An interrupt stops them all."""
+    import os
+
+    n = len(plan)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     number = {s: i for i, s in enumerate(plan, 1)}
     running: dict[str, tuple[subprocess.Popen, float]] = {}
@@ -195,34 +223,15 @@ def main(argv: list[str] | None = None) -> None:
                            key=lambda s: (-prio[s], number[s]))
             busy = sum(min(cores[s], slots) for s in running)
             for stage in ([] if failed else next_stages(ready, busy, slots, cores)):
-                out = open(logs / f"{stage}.log", "w") if slots > 1 else None
-                # its own process group: on an interrupt the whole stage (dvc, runner, kernel) is stopped
-                proc = subprocess.Popen([dvc, "--wait-for-lock", "repro", "--single-item", stage], env=env,
-                                        stdout=out, stderr=subprocess.STDOUT if out else None,
-                                        start_new_session=True)
-                if out:
-                    out.close()  # the child holds its own copy
-                running[stage] = (proc, time.time())
+                running[stage] = (_start_stage(dvc, stage, env, logs / f"{stage}.log" if slots > 1 else None),
+                                  time.time())
                 others = f" (beside {', '.join(s for s in running if s != stage)})" if len(running) > 1 else ""
                 print(f"memlab: [{number[stage]}/{n}] {stage} — starting at {_clock(time.time() - t0)}{others}",
                       file=sys.stderr, flush=True)
             if not running:
                 break
             time.sleep(0.2)
-            for stage, (proc, ts) in list(running.items()):
-                if proc.poll() is None:
-                    continue
-                del running[stage]
-                if proc.returncode != 0:
-                    failed.append(stage)
-                    log = logs / f"{stage}.log"
-                    if slots > 1:
-                        print(f"memlab: {stage} failed; the end of {log}:\n{_tail(log)}", file=sys.stderr,
-                              flush=True)
-                    continue
-                done.add(stage)
-                print(f"memlab: [{number[stage]}/{n}] {stage} done in {_clock(time.time() - ts)} "
-                      f"(total {_clock(time.time() - t0)}; {len(done)}/{n} done)", file=sys.stderr, flush=True)
+            _collect_finished(running, done, failed, number, logs if slots > 1 else None, t0)
     except KeyboardInterrupt:
         _stop([proc for proc, _ in running.values()])
         raise MemlabError(f"interrupted: stopped {', '.join(running) or 'nothing'} ({len(done)}/{n} stages "
@@ -232,11 +241,38 @@ def main(argv: list[str] | None = None) -> None:
         where = f", log: {logs / f'{stage}.log'}" if slots > 1 else ", its output is above"
         raise MemlabError(f"stage {stage} failed ([{number[stage]}/{n}]{where}); fix it and rerun "
                           "`make reproduce` — finished stages are not rerun")
-    settle(dvc)
-    print(f"memlab: reproduced in {_clock(time.time() - t0)}", file=sys.stderr, flush=True)
-    from memlab.summary import summary
 
-    print(summary(Path.cwd()), file=sys.stderr, flush=True)
+
+def _start_stage(dvc: str, stage: str, env: dict, log: Path | None) -> subprocess.Popen:
+    """``dvc repro`` of one stage in its own process group, its output into ``log`` (None: the console)."""
+    out = open(log, "w") if log is not None else None
+    # its own process group: on an interrupt the whole stage (dvc, runner, kernel) is stopped
+    proc = subprocess.Popen([dvc, "--wait-for-lock", "repro", "--single-item", stage], env=env,
+                            stdout=out, stderr=subprocess.STDOUT if out else None,
+                            start_new_session=True)
+    if out:
+        out.close()  # the child holds its own copy
+    return proc
+
+
+def _collect_finished(running: dict[str, tuple[subprocess.Popen, float]], done: set[str], failed: list[str],
+                      number: dict[str, int], logs: Path | None, t0: float) -> None:
+    """Move the stages that ended from ``running`` to ``done`` or ``failed``, saying so (a failed stage's log
+    tail too, when stages log to ``logs``)."""
+    n = len(number)
+    for stage, (proc, ts) in list(running.items()):
+        if proc.poll() is None:
+            continue
+        del running[stage]
+        if proc.returncode != 0:
+            failed.append(stage)
+            if logs is not None:
+                log = logs / f"{stage}.log"
+                print(f"memlab: {stage} failed; the end of {log}:\n{_tail(log)}", file=sys.stderr, flush=True)
+            continue
+        done.add(stage)
+        print(f"memlab: [{number[stage]}/{n}] {stage} done in {_clock(time.time() - ts)} "
+              f"(total {_clock(time.time() - t0)}; {len(done)}/{n} done)", file=sys.stderr, flush=True)
 
 
 def settle(dvc: str) -> None:

@@ -292,8 +292,6 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     A category whose source package is missing is skipped with a note (not silently): the notebook shows
     the notes next to the tables.
     """
-    from memlab.data.corpora import load_corpus
-
     books: list[Book] = []
     notes: list[str] = []
     pd = spec.get("public_domain") or {}
@@ -301,32 +299,60 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
         books += _kjv_books(list(pd["kjv_books"]), pd.get("max_chapters"))
     cp = spec.get("copyrighted") or {}
     if cp.get("licences"):
-        try:
-            docs = load_corpus("licences")
-        except MemlabError as err:
-            notes.append(f"copyrighted: skipped ({err})")
-            docs = []
-        for name in cp["licences"]:
-            hit = [d for d in docs if d.id.split("/")[-1] == name or d.meta.get("name") == name]
-            if hit:
-                books.append(_doc_book(hit[0], "copyrighted", cp.get("max_words")))
-            elif docs:
-                notes.append(f"copyrighted: licence {name!r} not found")
+        books += _licence_books(cp, notes)
     nt = spec.get("non_training") or {}
     if nt.get("n_docs"):
-        try:
-            opts = {k: nt[k] for k in ("min_date", "cache_dir", "download") if nt.get(k) is not None}
-            docs = load_corpus("release_notes", **opts)
-            min_date = str(nt.get("min_date") or "")
-            docs = [d for d in docs if not min_date or (d.date or "") >= min_date]
-            docs = sorted(docs, key=lambda d: d.id)
-            if len(docs) < nt["n_docs"]:
-                notes.append(f"non_training: only {len(docs)} release-note documents available")
-            for d in docs[: nt["n_docs"]]:
-                books.append(_doc_book(d, "non_training", nt.get("max_words")))
-        except MemlabError as err:
-            notes.append(f"non_training: skipped ({err})")
-    for f in spec.get("files") or []:  # user-supplied books: {path, category, format: plain|gutenberg, title}
+        books += _release_note_books(nt, notes)
+    books += _file_books(spec.get("files") or [], notes)
+    books += _paper_books(spec.get("papers") or {}, notes)
+    for n in notes:
+        log.warning("EchoTrace-mini: %s", n)
+    return books, notes
+
+
+def _licence_books(cp: dict, notes: list[str]) -> list[Book]:
+    """The copyrighted category: the licence texts named in ``cp["licences"]`` (missing ones noted)."""
+    from memlab.data.corpora import load_corpus
+
+    books: list[Book] = []
+    try:
+        docs = load_corpus("licences")
+    except MemlabError as err:
+        notes.append(f"copyrighted: skipped ({err})")
+        docs = []
+    for name in cp["licences"]:
+        hit = [d for d in docs if d.id.split("/")[-1] == name or d.meta.get("name") == name]
+        if hit:
+            books.append(_doc_book(hit[0], "copyrighted", cp.get("max_words")))
+        elif docs:
+            notes.append(f"copyrighted: licence {name!r} not found")
+    return books
+
+
+def _release_note_books(nt: dict, notes: list[str]) -> list[Book]:
+    """The non_training category: the first ``nt["n_docs"]`` release notes (by id) dated ``min_date`` or later."""
+    from memlab.data.corpora import load_corpus
+
+    books: list[Book] = []
+    try:
+        opts = {k: nt[k] for k in ("min_date", "cache_dir", "download") if nt.get(k) is not None}
+        docs = load_corpus("release_notes", **opts)
+        min_date = str(nt.get("min_date") or "")
+        docs = [d for d in docs if not min_date or (d.date or "") >= min_date]
+        docs = sorted(docs, key=lambda d: d.id)
+        if len(docs) < nt["n_docs"]:
+            notes.append(f"non_training: only {len(docs)} release-note documents available")
+        for d in docs[: nt["n_docs"]]:
+            books.append(_doc_book(d, "non_training", nt.get("max_words")))
+    except MemlabError as err:
+        notes.append(f"non_training: skipped ({err})")
+    return books
+
+
+def _file_books(files: list, notes: list[str]) -> list[Book]:
+    """User-supplied books: ``{path, category, format: plain|gutenberg, title}`` each (unreadable ones noted)."""
+    books: list[Book] = []
+    for f in files:
         try:
             if f.get("format", "plain") == "gutenberg":
                 books.append(load_gutenberg(f["path"], category=f.get("category", "public_domain"),
@@ -336,7 +362,12 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
                                              licence=f.get("licence", "unknown"), date=f.get("date")))
         except MemlabError as err:
             notes.append(f"files: {f.get('path')} skipped ({err})")
-    pp = spec.get("papers") or {}
+    return books
+
+
+def _paper_books(pp: dict, notes: list[str]) -> list[Book]:
+    """LaTeX papers from the arXiv source archives in ``pp["paths"]`` (none given, or unreadable: noted)."""
+    books: list[Book] = []
     for p in pp.get("paths") or []:
         try:
             books.append(load_latex_paper(p, max_depth=pp["max_input_depth"], max_chars=pp["max_source_chars"]))
@@ -345,9 +376,7 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     if not pp.get("paths"):
         notes.append("papers: no LaTeX paper sources ship offline here; pass arXiv source archives via "
                      "method.echotrace.papers.paths")
-    for n in notes:
-        log.warning("EchoTrace-mini: %s", n)
-    return books, notes
+    return books
 
 
 def coverage_report(books: Iterable[Book]) -> list[dict]:

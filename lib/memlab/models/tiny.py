@@ -237,18 +237,50 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
     ``stop_after_epoch`` ends the run early after that epoch (used by tests to simulate a killed run).
     """
     import torch
-    from tqdm.auto import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GPTNeoXConfig, GPTNeoXForCausalLM
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # no "Writing model shards" bar per checkpoint; ours is enough
     out = Path(out)
     fp = spec.fingerprint()
-    spec_file = out / "spec.json"
     if is_done(out) and json.loads((out / "done.json").read_text()).get("fingerprint") == fp:
         _write_json(out / "membership.json", membership_record(spec))  # the record may have grown keys
         return out
+    _start_model_folder(spec, out, fp)
+    if not spec.members:
+        raise ConfigError("a tiny model needs at least one member document")
+
+    torch.set_num_threads(spec.threads)
+    tok = _model_tokenizer(spec, out / "tokenizer")
+    eos = tok.convert_tokens_to_ids(EOS) if EOS in tok.get_vocab() else tok.eos_token_id
+    groups_ids = [([tok(d.text, add_special_tokens=False)["input_ids"] for d in docs], float(w))
+                  for docs, w in spec.member_groups]
+    model, opt, start, step = _resume_or_init_model(spec, out, tok, eos)
+    blocks_per_epoch = math.ceil(len(_epoch_stream(groups_ids, spec.seed, 1, eos)[0]) / spec.seq_len)
+    total = math.ceil(blocks_per_epoch / spec.batch_size) * spec.epochs
+
+    for epoch in range(start + 1, spec.epochs + 1):
+        t0, c0 = time.time(), time.process_time()
+        stream, g = _epoch_stream(groups_ids, spec.seed, epoch, eos)
+        blocks = _blocks(stream, spec.seq_len, g)
+        desc = f"{out.name} epoch {epoch}/{spec.epochs}"
+        losses, step = _train_epoch(model, opt, spec, blocks, step, total, desc, progress)
+        # checkpoint: HF folder (+ tokenizer) via tmp + rename, log line, then optimizer state; a kill in
+        # between leaves the previous epoch's state, so resume redoes this epoch (its log line then appears
+        # twice; readers keep the last one per epoch).
+        _save_checkpoint(model, tok, _epoch_dir(out, epoch))
+        _log_epoch(out, epoch, spec.epochs, losses, int(blocks.numel()), t0, c0)
+        torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
+        os.replace(out / "state.pt.tmp", out / "state.pt")
+        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.epochs:
+            return out
+
+    _finish_model_folder(spec, out, fp, model, blocks_per_epoch)
+    return out
+
+
+def _start_model_folder(spec: TrainSpec, out: Path, fp: str) -> None:
+    """Empty ``out`` if it holds (part of) a model of another spec, then write spec.json and membership.json."""
+    spec_file = out / "spec.json"
     if spec_file.exists() and json.loads(spec_file.read_text()).get("fingerprint") != fp:
         # the folder holds (part of) a model trained from another spec: never mix epochs of two specs
         for p in list(out.iterdir()):
@@ -260,21 +292,26 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
                                                              "min_lr_ratio", "warmup_steps", "weight_decay",
                                                              "seed", "tokenizer_on")}})
     _write_json(out / "membership.json", membership_record(spec))
-    if not spec.members:
-        raise ConfigError("a tiny model needs at least one member document")
 
-    torch.set_num_threads(spec.threads)
-    tok_dir = out / "tokenizer"
+
+def _model_tokenizer(spec: TrainSpec, tok_dir: Path):
+    """The model's tokenizer, loaded from ``tok_dir``; first trained there (or copied from ``init_from``)."""
+    from transformers import AutoTokenizer
+
     if not (tok_dir / "tokenizer.json").exists():
         if spec.init_from:
             tok = AutoTokenizer.from_pretrained(spec.init_from)
             tok.save_pretrained(tok_dir)
         else:
             train_spec_tokenizer(spec, tok_dir)
-    tok = AutoTokenizer.from_pretrained(tok_dir)
-    eos = tok.convert_tokens_to_ids(EOS) if EOS in tok.get_vocab() else tok.eos_token_id
-    groups_ids = [([tok(d.text, add_special_tokens=False)["input_ids"] for d in docs], float(w))
-                  for docs, w in spec.member_groups]
+    return AutoTokenizer.from_pretrained(tok_dir)
+
+
+def _resume_or_init_model(spec: TrainSpec, out: Path, tok, eos: int):
+    """(model, optimizer, last finished epoch, optimizer steps so far): resumed from the last finished epoch
+    with its optimizer state, else fresh weights (``init_from``'s, or seeded ones) and a fresh optimizer."""
+    import torch
+    from transformers import AutoModelForCausalLM
 
     done_epochs = [e for e in finished_epochs(out) if e <= spec.epochs]
     start = done_epochs[-1] if done_epochs and (out / "state.pt").exists() else 0
@@ -284,68 +321,79 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
             start = state["epoch"]
         model = AutoModelForCausalLM.from_pretrained(_epoch_dir(out, start), dtype=torch.float32)
     else:
-        if spec.init_from:
-            model = AutoModelForCausalLM.from_pretrained(spec.init_from, dtype=torch.float32)
-        else:
-            assert spec.arch is not None
-            cfg = GPTNeoXConfig(vocab_size=len(tok), hidden_size=spec.arch.hidden,
-                                num_hidden_layers=spec.arch.layers, num_attention_heads=spec.arch.heads,
-                                intermediate_size=spec.arch.ffn, max_position_embeddings=2048,
-                                bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id,
-                                tie_word_embeddings=False, use_cache=True)
-            torch.manual_seed(spec.seed)
-            model = GPTNeoXForCausalLM(cfg)
+        model = _initial_model(spec, tok, eos)
         state = None
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=spec.weight_decay,
                             eps=1e-8)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-    blocks_per_epoch = math.ceil(len(_epoch_stream(groups_ids, spec.seed, 1, eos)[0]) / spec.seq_len)
-    steps_per_epoch = math.ceil(blocks_per_epoch / spec.batch_size)
-    total = steps_per_epoch * spec.epochs
     step = state["step"] if state else 0
+    return model, opt, start, step
 
-    for epoch in range(start + 1, spec.epochs + 1):
-        t0, c0 = time.time(), time.process_time()
-        stream, g = _epoch_stream(groups_ids, spec.seed, epoch, eos)
-        blocks = _blocks(stream, spec.seq_len, g)
-        losses = []
-        bar = tqdm(range(0, len(blocks), spec.batch_size), desc=f"{out.name} epoch {epoch}/{spec.epochs}",
-                   disable=not progress, leave=False)
-        for i in bar:
-            batch = blocks[i:i + spec.batch_size]
-            for pg in opt.param_groups:
-                pg["lr"] = _lr_at(step, total, spec)
-            loss = model(input_ids=batch, labels=batch).loss
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            step += 1
-            losses.append(loss.item())
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        # checkpoint: HF folder (+ tokenizer) via tmp + rename, log line, then optimizer state; a kill in
-        # between leaves the previous epoch's state, so resume redoes this epoch (its log line then appears
-        # twice; readers keep the last one per epoch).
-        final = _epoch_dir(out, epoch)
-        tmp = final.with_name(final.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        with (out / "train_log.jsonl").open("a") as f:
-            f.write(json.dumps({"epoch": epoch, "loss": sum(losses) / len(losses), "steps": len(losses),
-                                "tokens": int(blocks.numel())}) + "\n")
-        # times go to the console, not into the model folder: a DVC output must hash the same on every rerun
-        print(f"memlab: {out.name} epoch {epoch}/{spec.epochs}: loss {sum(losses) / len(losses):.4f}, "
-              f"{time.time() - t0:.1f} s ({time.process_time() - c0:.1f} CPU-s)", file=sys.stderr)
-        torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
-        os.replace(out / "state.pt.tmp", out / "state.pt")
-        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.epochs:
-            return out
 
+def _initial_model(spec: TrainSpec, tok, eos: int):
+    """Epoch-0 weights: ``init_from``'s checkpoint, else a GPT-NeoX of ``spec.arch`` seeded with ``spec.seed``."""
+    import torch
+    from transformers import AutoModelForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM
+
+    if spec.init_from:
+        return AutoModelForCausalLM.from_pretrained(spec.init_from, dtype=torch.float32)
+    assert spec.arch is not None
+    cfg = GPTNeoXConfig(vocab_size=len(tok), hidden_size=spec.arch.hidden,
+                        num_hidden_layers=spec.arch.layers, num_attention_heads=spec.arch.heads,
+                        intermediate_size=spec.arch.ffn, max_position_embeddings=2048,
+                        bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id,
+                        tie_word_embeddings=False, use_cache=True)
+    torch.manual_seed(spec.seed)
+    return GPTNeoXForCausalLM(cfg)
+
+
+def _train_epoch(model, opt, spec: TrainSpec, blocks, step: int, total: int, desc: str,
+                 progress: bool) -> tuple[list[float], int]:
+    """One pass over ``blocks`` in batches of ``spec.batch_size``: (per-step losses, optimizer steps so far)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    losses = []
+    bar = tqdm(range(0, len(blocks), spec.batch_size), desc=desc, disable=not progress, leave=False)
+    for i in bar:
+        batch = blocks[i:i + spec.batch_size]
+        for pg in opt.param_groups:
+            pg["lr"] = _lr_at(step, total, spec)
+        loss = model(input_ids=batch, labels=batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    return losses, step
+
+
+def _save_checkpoint(model, tok, final: Path) -> None:
+    """The model and its tokenizer as one HF folder ``final``, written via a tmp folder + rename."""
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+
+
+def _log_epoch(out: Path, epoch: int, epochs: int, losses: list[float], tokens: int, t0: float, c0: float) -> None:
+    """Append the epoch's line to train_log.jsonl and print its loss and times (wall ``t0``, CPU ``c0``)."""
+    with (out / "train_log.jsonl").open("a") as f:
+        f.write(json.dumps({"epoch": epoch, "loss": sum(losses) / len(losses), "steps": len(losses),
+                            "tokens": tokens}) + "\n")
+    # times go to the console, not into the model folder: a DVC output must hash the same on every rerun
+    print(f"memlab: {out.name} epoch {epoch}/{epochs}: loss {sum(losses) / len(losses):.4f}, "
+          f"{time.time() - t0:.1f} s ({time.process_time() - c0:.1f} CPU-s)", file=sys.stderr)
+
+
+def _finish_model_folder(spec: TrainSpec, out: Path, fp: str, model, blocks_per_epoch: int) -> None:
+    """Copy the last epoch to final/, write done.json (last) and drop the optimizer state."""
     _atomic_copytree(_epoch_dir(out, spec.epochs), out / "final")
     n_params = sum(p.numel() for p in model.parameters())
     last = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines() if x.strip()][-1]
@@ -353,4 +401,3 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
                                     "tokens_per_epoch": blocks_per_epoch * spec.seq_len,
                                     "final_loss": last["loss"]})
     (out / "state.pt").unlink(missing_ok=True)  # optimizer state is only needed to resume
-    return out

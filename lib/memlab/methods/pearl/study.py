@@ -171,10 +171,39 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
     members and of evaluation-half non-members flagged by the perplexity MIA, by PEARL and by both; ROC-AUC,
     precision, recall and FPR of every score against exact membership (members vs evaluation half) and, where both
     classes occur, against extractability."""
+    p, st, res = params, method.study, StudyResult()
+    df = _mia_scores_by_epoch(method, p, run.catalog)
+    res.table("scores_by_epoch", df.round(4), show=False)
+    fixed = _fixed_mia_thresholds(df, method, p, res)
+    df["mia"] = df.perplexity > fixed["perplexity"]
+    df["memo"] = df.sensitivity > method.alpha
+    report = df[df.half != "calibration"]
+    ov = T.overlap_table(report, "mia", "memo", by=["epoch", "split"])
+    table4 = ov.pivot_table(index="epoch", columns="split", values=["n", "mia_pct", "memo_pct", "both_pct"]).round(1)
+    table4.columns = [f"{split}_{v}" for v, split in table4.columns]
+    res.table("mia_vs_memorization", table4.reset_index())
+    det = _mia_detection_by_epoch(report, fixed, method, p)
+    res.table("detection_by_epoch", det.round(4), show=False)
+    final = det[det.epoch == max(st.epochs)]
+    res.table("detection_final_epoch", final.round(3))
+    _detection_vs_extractable(report, res)
+    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")], report, seed=method.seed))
+    res.figure("flagged_by_epoch", plots.mia_vs_pearl(table4.reset_index()))
+    cal = final[final.rule.str.startswith("fixed at")]
+    res.metric(**{f"auc_final_{r.score}": r.auc for r in cal.itertuples()},
+               **{f"precision_final_{r.score}": r.precision for r in cal.itertuples()},
+               **{f"recall_final_{r.score}": r.recall for r in cal.itertuples()},
+               **{f"fpr_final_{r.score}": r.fpr for r in cal.itertuples()})
+    return res
+
+
+def _mia_scores_by_epoch(method: PearlConfig, p: MiaParams, catalog):
+    """One row per (epoch, document): PEARL's and every MIA score, the non-member half, ``member`` and
+    ``extractable`` (verbatim share ≥ ``p.verbatim_truth``) as 0/1."""
     import pandas as pd
     from tqdm.auto import tqdm
 
-    p, catalog, st, res = params, run.catalog, method.study, StudyResult()
+    st = method.study
     _, members, nonmembers, halves = ground_truth_docs(method, catalog)
     docs, frames = members + nonmembers, []
     for epoch in tqdm(list(st.epochs), desc="epochs"):
@@ -185,7 +214,15 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     df["member"] = (df.split == "member").astype(int)
     df["extractable"] = (df.verbatim >= p.verbatim_truth).astype(int)
-    res.table("scores_by_epoch", df.round(4), show=False)
+    return df
+
+
+def _fixed_mia_thresholds(df, method: PearlConfig, p: MiaParams, res: StudyResult) -> dict:
+    """Each score's threshold at ``p.target_fpr`` on the calibration half at the first epoch, plus PEARL's α
+    (``sensitivity_alpha``); recorded as the ``fixed_thresholds`` table."""
+    import pandas as pd
+
+    st = method.study
     first = df[(df.epoch == st.epochs[0]) & (df.half == "calibration")]
     fixed = {s: calibrate_alpha(first[s].dropna().to_numpy(), p.target_fpr, floor=float("-inf"))
              for s in ["perplexity", *MIA_SCORES] if first[s].notna().any()}
@@ -193,13 +230,14 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
     res.table("fixed_thresholds", pd.DataFrame([{"score": s, "threshold": t, "fitted_on": (
         f"calibration half, epoch {st.epochs[0]}, FPR {p.target_fpr}" if s != "sensitivity_alpha" else "method.alpha")}
         for s, t in fixed.items()]).round(6))
-    df["mia"] = df.perplexity > fixed["perplexity"]
-    df["memo"] = df.sensitivity > method.alpha
-    report = df[df.half != "calibration"]
-    ov = T.overlap_table(report, "mia", "memo", by=["epoch", "split"])
-    table4 = ov.pivot_table(index="epoch", columns="split", values=["n", "mia_pct", "memo_pct", "both_pct"]).round(1)
-    table4.columns = [f"{split}_{v}" for v, split in table4.columns]
-    res.table("mia_vs_memorization", table4.reset_index())
+    return fixed
+
+
+def _mia_detection_by_epoch(report, fixed: dict, method: PearlConfig, p: MiaParams):
+    """Per epoch: every MIA score at its fixed threshold, and PEARL's decision score at α, against membership."""
+    import pandas as pd
+
+    st = method.study
     rows = []
     for epoch, g in report.groupby("epoch"):
         dec = {s: t for s, t in fixed.items() if s in MIA_SCORES}
@@ -208,10 +246,13 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
         alpha = T.detection_table(g, "member", [method.decision_score], {method.decision_score: method.alpha})
         alpha["truth"], alpha["epoch"], alpha["rule"] = "member", epoch, f"fixed alpha={method.alpha}"
         rows += [t, alpha]
-    det = pd.concat(rows, ignore_index=True)
-    res.table("detection_by_epoch", det.round(4), show=False)
-    final = det[det.epoch == max(st.epochs)]
-    res.table("detection_final_epoch", final.round(3))
+    return pd.concat(rows, ignore_index=True)
+
+
+def _detection_vs_extractable(report, res: StudyResult) -> None:
+    """Every MIA score against extractability, at the epochs where both classes occur (no tables otherwise)."""
+    import pandas as pd
+
     ext = [T.detection_table(g, "extractable", MIA_SCORES).assign(epoch=e, n_extractable=int(g.extractable.sum()))
            for e, g in report.groupby("epoch") if g.extractable.nunique() == 2]
     if ext:
@@ -219,14 +260,6 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
         res.table("detection_vs_extractable_by_epoch", ext.round(3), show=False)
         res.table("auc_vs_extractable", ext.pivot_table(index="score", columns="epoch", values="auc").round(2)
                   .reset_index(), show=False)
-    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")], report, seed=method.seed))
-    res.figure("flagged_by_epoch", plots.mia_vs_pearl(table4.reset_index()))
-    cal = final[final.rule.str.startswith("fixed at")]
-    res.metric(**{f"auc_final_{r.score}": r.auc for r in cal.itertuples()},
-               **{f"precision_final_{r.score}": r.precision for r in cal.itertuples()},
-               **{f"recall_final_{r.score}": r.recall for r in cal.itertuples()},
-               **{f"fpr_final_{r.score}": r.fpr for r in cal.itertuples()})
-    return res
 
 
 def sizes(method: PearlConfig, params: SizesParams, run: StudyRun) -> StudyResult:

@@ -213,23 +213,32 @@ class RecapRunner:
 
     # -- the ladder for one chunk
     def _run_chunk(self, items: list[tuple[Book, Event]]) -> list[_State]:
-        ex = self.t.extractor
         states = [_State(b, e, event_fields(b, e)) for b, e in items]
         for st in states:
-            st.fields["gold_tokens"] = ex.gold_tokens(st.event.reference)
-        # 1. prefix-probing
+            st.fields["gold_tokens"] = self.t.extractor.gold_tokens(st.event.reference)
+        self._first_attempts(states)
+        if self.memscore_fn is not None:
+            self._memorization_scores(states)
+        self._feedback_loop(states)
+        for st in states:
+            st.attempts["recap"] = st.best
+        if self.a.judge is not None and self.a.judge.llm is not None:
+            self._judge_hints(states)
+        return states
+
+    def _first_attempts(self, states: list[_State]) -> None:
+        """Steps 1-3: prefix-probing, DSP, the jailbreak of blocked DSP outputs; DSP + JB is RECAP's start."""
+        ex = self.t.extractor
         texts = self._gen(states, [ex.prefix_request(st.fields) for st in states], "prefix")
         for st, txt, v in zip(states, texts, self._verify(states, texts, stage=None,
                                                           asked=[ex.prefix_user(st.fields) for st in states])):
             st.attempts["prefix"] = self._attempt(st.event, txt, v)
-        # 2. DSP
         for st in states:
             st.base_user = ex.dsp_user(st.fields)
         texts = self._gen(states, [ex.user_request(st.base_user, st.fields) for st in states], "dsp")
         for st, txt, v in zip(states, texts, self._verify(states, texts, stage="verifier_dsp",
                                                           prompts=[st.base_user for st in states])):
             st.attempts["dsp"] = self._attempt(st.event, txt, v)
-        # 3. jailbreak the blocked ones
         blocked = [st for st in states if st.attempts["dsp"].blocked]
         if blocked:
             users = []
@@ -247,16 +256,19 @@ class RecapRunner:
             st.attempts["dsp_jb"] = st.attempts.get("jb", st.attempts["dsp"])
             st.best = st.attempts["dsp_jb"]
             st.last = st.best.text
-        # optional: hybrid memorization score of the first valid attempt (filter + the Fig. 8 analysis)
-        if self.memscore_fn is not None:
-            for b in dict.fromkeys(st.book.id for st in states):
-                group = [st for st in states if st.book.id == b]
-                for st, ms in zip(group, self.memscore_fn(group[0].book, [st.event for st in group],
-                                                          [st.best.text for st in group])):
-                    st.memscore = ms
-                    if self.s.filter_threshold is not None and ms["score"] < self.s.filter_threshold:
-                        st.filtered = True
-        # 4. feedback loop
+
+    def _memorization_scores(self, states: list[_State]) -> None:
+        """Hybrid memorization score of the first valid attempt, per book (the filter + the Fig. 8 analysis)."""
+        for b in dict.fromkeys(st.book.id for st in states):
+            group = [st for st in states if st.book.id == b]
+            for st, ms in zip(group, self.memscore_fn(group[0].book, [st.event for st in group],
+                                                      [st.best.text for st in group])):
+                st.memscore = ms
+                if self.s.filter_threshold is not None and ms["score"] < self.s.filter_threshold:
+                    st.filtered = True
+
+    def _feedback_loop(self, states: list[_State]) -> None:
+        """Step 4: every event not skipped gets up to ``max_rounds`` rounds of feedback and re-attempt."""
         for st in states:
             if self.s.skip_double_blocked and st.attempts["dsp"].blocked and st.attempts["dsp_jb"].blocked:
                 st.skipped = "dsp_and_jailbreak_blocked"
@@ -268,58 +280,53 @@ class RecapRunner:
         for rnd in range(1, self.s.max_rounds + 1):
             if not active:
                 break
-            before = self._mark(self.a.feedback)
-            fbs = self.a.feedback.feedback([st.event.reference for st in active], [st.last for st in active],
-                                           [st.event.characters for st in active])
-            raw = len(self.a.feedback.prompts.raw("feedback"))
-            chars = (None if self.a.feedback.llm is not None
-                     else [raw + len(st.event.reference) + len(st.last) for st in active])
-            self._charge(active, "feedback", self.a.feedback, before, chars=chars)
-            reqs = []
-            for st, fb in zip(active, fbs):
-                turns = st.turns + [(st.last, fb.text)]
-                if self.s.refinement == "single_turn":
-                    turns = turns[-1:]
-                reqs.append(ex.reattempt_request(st.base_user, turns, st.fields))
-            texts = self._gen(active, reqs, "feedback")
-            still = []
-            prompts = [st.base_user + "\n" + fb.text for st, fb in zip(active, fbs)]
-            for st, fb, txt, v in zip(active, fbs, texts, self._verify(active, texts, stage="verifier_fb",
-                                                                       prompts=prompts)):
-                att = self._attempt(st.event, txt, v)
-                accepted = (not att.blocked) and self._score(att) > self._score(st.best) + self.s.min_gain
-                st.rounds.append({"round": rnd, "recall": att.recall, "f1": att.f1, "blocked": att.blocked,
-                                  "raw_recall": att.raw_recall, "accepted": accepted,
-                                  "best_before": self._score(st.best), "feedback": fb.text,
-                                  "leak_rejections": fb.leak_rejections, "feedback_sanitized": fb.sanitized,
-                                  "output": txt})
-                st.turns.append((st.last, fb.text))
-                st.last = txt
-                if accepted:
-                    st.best = att
-                if (accepted or not self.s.stop_on_no_gain) and self._score(st.best) <= self.s.stop_score:
-                    still.append(st)
-            active = still
-        for st in states:
-            st.attempts["recap"] = st.best
-        # App. S judge on every hint given (metadata; each feedback report), when an agent LLM is configured
-        judge = self.a.judge
-        if judge is not None and judge.llm is not None:
-            refs, hints, where = [], [], []
-            for st in states:
-                refs.append(st.event.reference)
-                hints.append(self._meta_text(st.book, st.event))
-                where.append((st, None))
-                for k, r in enumerate(st.rounds):
-                    refs.append(st.event.reference)
-                    hints.append(r["feedback"])
-                    where.append((st, k))
-            for (st, k), v in zip(where, judge.judge(refs, hints)):
-                if k is None:
-                    st.judge["metadata"] = v
-                else:
-                    st.judge.setdefault("feedback", [None] * len(st.rounds))[k] = v
-        return states
+            active = self._feedback_round(active, rnd)
+
+    def _feedback_round(self, active: list[_State], rnd: int) -> list[_State]:
+        """One round: feedback on each latest output, re-attempt, verify; returns the events that go on."""
+        before = self._mark(self.a.feedback)
+        fbs = self.a.feedback.feedback([st.event.reference for st in active], [st.last for st in active],
+                                       [st.event.characters for st in active])
+        raw = len(self.a.feedback.prompts.raw("feedback"))
+        chars = (None if self.a.feedback.llm is not None
+                 else [raw + len(st.event.reference) + len(st.last) for st in active])
+        self._charge(active, "feedback", self.a.feedback, before, chars=chars)
+        reqs = []
+        for st, fb in zip(active, fbs):
+            turns = st.turns + [(st.last, fb.text)]
+            if self.s.refinement == "single_turn":
+                turns = turns[-1:]
+            reqs.append(self.t.extractor.reattempt_request(st.base_user, turns, st.fields))
+        texts = self._gen(active, reqs, "feedback")
+        still = []
+        prompts = [st.base_user + "\n" + fb.text for st, fb in zip(active, fbs)]
+        for st, fb, txt, v in zip(active, fbs, texts, self._verify(active, texts, stage="verifier_fb",
+                                                                   prompts=prompts)):
+            att = self._attempt(st.event, txt, v)
+            accepted = (not att.blocked) and self._score(att) > self._score(st.best) + self.s.min_gain
+            st.rounds.append({"round": rnd, "recall": att.recall, "f1": att.f1, "blocked": att.blocked,
+                              "raw_recall": att.raw_recall, "accepted": accepted,
+                              "best_before": self._score(st.best), "feedback": fb.text,
+                              "leak_rejections": fb.leak_rejections, "feedback_sanitized": fb.sanitized,
+                              "output": txt})
+            st.turns.append((st.last, fb.text))
+            st.last = txt
+            if accepted:
+                st.best = att
+            if (accepted or not self.s.stop_on_no_gain) and self._score(st.best) <= self.s.stop_score:
+                still.append(st)
+        return still
+
+    def _judge_hints(self, states: list[_State]) -> None:
+        """App. S judge (the agent LLM) on every hint given: each event's metadata, then each feedback report."""
+        where = [(st, k) for st in states for k in (None, *range(len(st.rounds)))]
+        refs = [st.event.reference for st, _ in where]
+        hints = [self._meta_text(st.book, st.event) if k is None else st.rounds[k]["feedback"] for st, k in where]
+        for (st, k), v in zip(where, self.a.judge.judge(refs, hints)):
+            if k is None:
+                st.judge["metadata"] = v
+            else:
+                st.judge.setdefault("feedback", [None] * len(st.rounds))[k] = v
 
     # -- records
     @staticmethod

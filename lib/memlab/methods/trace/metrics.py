@@ -135,14 +135,32 @@ def corpus_metrics(traces: Sequence[GenerationTrace], *, n_tokens: int, nv_recal
     n = len(traces)
     lengths = [s.length for tr in traces for s in tr.spans]
     pairs = [(tr, d) for tr in traces for d in tr.docs]
-    full = {d.doc_ix for _, d in pairs if d.kind == "full_raw"}
-    fulln = {d.doc_ix for _, d in pairs if d.kind in ("full_raw", "full_normalized")}
-    part = {d.doc_ix for _, d in pairs if d.kind == "partial"}
-    uniq = {d.doc_ix for _, d in pairs}
-    best = [tr.nv_recall for tr in traces]
     best_docs = [tr.best_doc for tr in traces]
     counts = Counter(lengths)
     out = {
+        **_span_metrics(traces, lengths, n_tokens),
+        **_doc_match_metrics(traces, pairs),
+        **_nv_recall_metrics(traces, best_docs, pairs, nv_recall_threshold),
+        "spans_length_counts_distribution": {int(k_): int(v) for k_, v in sorted(counts.items())},
+        "spans_length_distribution": {int(k_): v / len(lengths) for k_, v in sorted(counts.items())},
+        # App. F extras
+        "k": k,
+        "k_eidetic_generations": sum(any(s.length >= n_tokens and s.exhaustive and s.n_docs <= k
+                                         for s in tr.spans) for tr in traces),
+        "near_dup_threshold": near_dup_threshold,
+        "near_duplicate_count": sum(d.nv.recall >= near_dup_threshold for _, d in pairs),
+    }
+    out["k_eidetic_generations_ratio"] = _ratio(out["k_eidetic_generations"], n)
+    out.update(_best_pair_nv_means(best_docs))
+    if with_rouge:
+        out.update(_best_pair_rouge(traces, best_docs))
+    return out
+
+
+def _span_metrics(traces: Sequence[GenerationTrace], lengths: list[int], n_tokens: int) -> dict:
+    """Span counts and lengths over the batch (``lengths``: every span's length, in order)."""
+    n = len(traces)
+    return {
         "total_generations": n,
         "generations_with_spans": sum(bool(tr.spans) for tr in traces),
         "total_spans": len(lengths),
@@ -152,6 +170,18 @@ def corpus_metrics(traces: Sequence[GenerationTrace], *, n_tokens: int, nv_recal
         "n_token_span_ratio": _ratio(sum(x >= n_tokens for x in lengths), len(lengths)),
         "generations_with_n_token_span_ratio": _ratio(
             sum(any(s.length >= n_tokens for s in tr.spans) for tr in traces), n),
+    }
+
+
+def _doc_match_metrics(traces: Sequence[GenerationTrace], pairs: list) -> dict:
+    """Matched documents (``pairs``: every (generation, matched document)) by kind: full raw, full normalized,
+    partial; totals and unique documents."""
+    n = len(traces)
+    full = {d.doc_ix for _, d in pairs if d.kind == "full_raw"}
+    fulln = {d.doc_ix for _, d in pairs if d.kind in ("full_raw", "full_normalized")}
+    part = {d.doc_ix for _, d in pairs if d.kind == "partial"}
+    uniq = {d.doc_ix for _, d in pairs}
+    return {
         "total_docs": len(pairs),
         "unique_total_docs": len(uniq),
         "full_exact_matches": sum(d.kind == "full_raw" for _, d in pairs),
@@ -164,6 +194,16 @@ def corpus_metrics(traces: Sequence[GenerationTrace], *, n_tokens: int, nv_recal
         "unique_partial_matches": len(part),
         "generations_full_matches_ratio": _ratio(sum(tr.full_match for tr in traces), n),
         "generations_full_normalized_matches_ratio": _ratio(sum(tr.full_normalized_match for tr in traces), n),
+    }
+
+
+def _nv_recall_metrics(traces: Sequence[GenerationTrace], best_docs: list, pairs: list,
+                       nv_recall_threshold: float) -> dict:
+    """Near-verbatim recall: of each generation's best pair (``best_docs``: None without one), and of the
+    matched documents (``pairs``)."""
+    n = len(traces)
+    best = [tr.nv_recall for tr in traces]
+    return {
         "avg_nv_recall": _ratio(sum(best), n),
         "max_nv_recall": max(best, default=0.0),
         "total_nv_matched_words": sum(b.nv.matched for b in best_docs if b is not None),
@@ -174,29 +214,27 @@ def corpus_metrics(traces: Sequence[GenerationTrace], *, n_tokens: int, nv_recal
         "generations_above_nv_recall_threshold_ratio": _ratio(sum(x >= nv_recall_threshold for x in best), n),
         "docs_with_nv_recall": len({d.doc_ix for _, d in pairs if d.nv.recall > 0}),
         "docs_above_nv_recall_threshold": len({d.doc_ix for _, d in pairs if d.nv.recall >= nv_recall_threshold}),
-        "spans_length_counts_distribution": {int(k_): int(v) for k_, v in sorted(counts.items())},
-        "spans_length_distribution": {int(k_): v / len(lengths) for k_, v in sorted(counts.items())},
-        # App. F extras
-        "k": k,
-        "k_eidetic_generations": sum(any(s.length >= n_tokens and s.exhaustive and s.n_docs <= k
-                                         for s in tr.spans) for tr in traces),
-        "near_dup_threshold": near_dup_threshold,
-        "near_duplicate_count": sum(d.nv.recall >= near_dup_threshold for _, d in pairs),
     }
-    out["k_eidetic_generations_ratio"] = _ratio(out["k_eidetic_generations"], n)
-    # nv_* of the best pair, averaged over generations with a pair (pair-level names, batch means)
+
+
+def _best_pair_nv_means(best_docs: list) -> dict:
+    """nv_* of the best pair, averaged over generations with a pair (pair-level names, batch means)."""
     have = [b for b in best_docs if b is not None]
+    out = {}
     for name, get in (("nv_matched_words", lambda b: b.nv.matched), ("nv_reference_words", lambda b: b.nv.reference),
                       ("nv_candidate_words", lambda b: b.nv.candidate), ("nv_missing_words", lambda b: b.nv.missing),
                       ("nv_additional_words", lambda b: b.nv.additional), ("nv_recall", lambda b: b.nv.recall)):
         out[name] = _ratio(sum(get(b) for b in have), len(have))
-    if with_rouge:
-        from memlab.metrics.rouge import rouge_l
-
-        scores = [rouge_l(b.reference_text, tr.text) for tr, b in zip(traces, best_docs) if b is not None]
-        out["rouge_l_recall"] = _ratio(sum(s.recall for s in scores), len(scores))
-        out["rouge_l_f1"] = _ratio(sum(s.f1 for s in scores), len(scores))
     return out
+
+
+def _best_pair_rouge(traces: Sequence[GenerationTrace], best_docs: list) -> dict:
+    """ROUGE-L of each generation against its best pair's reference text, averaged over generations with one."""
+    from memlab.metrics.rouge import rouge_l
+
+    scores = [rouge_l(b.reference_text, tr.text) for tr, b in zip(traces, best_docs) if b is not None]
+    return {"rouge_l_recall": _ratio(sum(s.recall for s in scores), len(scores)),
+            "rouge_l_f1": _ratio(sum(s.f1 for s in scores), len(scores))}
 
 
 def token_accuracy(reference_ids: Sequence[int], generated_ids: Sequence[int]) -> float:
