@@ -50,19 +50,19 @@ def experiment_names() -> list[str]:
 
 
 def required_model_setting(cfg: Mapping, key: str, fallback):
-    """One setting (``key``, e.g. ``threads`` or ``dtype``) of each model a run requires (``requires.models``),
-    by model name: a model converted into ``models/<name>`` takes it from ``conf/model/<name>.yaml``; zoo
-    checkpoints (``models/tiny-neox/<family>``) from the run's model template (``model.<key>``); ``fallback``
-    where the config leaves it empty. A run with a ``models`` list (the models under test, memlab.model_use) takes
-    those models' settings from their nodes instead of ``requires.models``."""
+    """One setting (``key``, e.g. ``threads`` or ``dtype``) of each model a run reads (derived from its config:
+    :func:`memlab.model_use.required_models`), by model name: a model converted into ``models/<name>`` takes it from
+    ``conf/model/<name>.yaml``; zoo checkpoints (``models/tiny-neox/<family>``) from the run's model template
+    (``model.<key>``); ``fallback`` where the config leaves it empty. A run with a ``models`` list (the models under
+    test, memlab.model_use) takes those models' settings from their nodes instead of their presets."""
     out: dict = {}
     template = (cfg.get("model") or {}).get(key) or fallback
     tested = cfg.get("models") is not None and cfg.get("paths") is not None
-    if tested:  # the models under test, as this run chose them (memlab.model_use), then the zoo beside them
-        from memlab.model_use import target_nodes
+    from memlab.model_use import required_models, target_nodes
 
+    if tested:  # the models under test, as this run chose them (memlab.model_use), then the zoo beside them
         out.update({n["name"]: n.get(key) or fallback for n in target_nodes(cfg)})
-    for path in (cfg.get("requires") or {}).get("models") or []:
+    for path in required_models(cfg):
         parts = str(path).rstrip("/").split("/")
         if len(parts) >= 3 and parts[1] == "tiny-neox":
             out[parts[2]] = template
@@ -83,7 +83,7 @@ def preset_setting(cfg: Mapping, name: str, key: str):
 
 
 def required_threads(cfg: Mapping) -> dict[str, int]:
-    """Torch threads of each model a run requires (:func:`required_model_setting`). ``make reproduce`` packs
+    """Torch threads of each model a run reads (:func:`required_model_setting`). ``make reproduce`` packs
     stages onto cores by the largest of these, and ``run.json`` records them."""
     return {name: int(n) for name, n in required_model_setting(cfg, "threads", 1).items()}
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import yaml
+
 from memlab.config import CONF_DIR, to_plain
 from memlab.errors import ConfigError
 
@@ -89,7 +91,7 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
 
 
 def _what_it_measures(cfg) -> str:
-    required = [str(m) for m in (cfg.get("requires") or {}).get("models") or []]
+    required = required_models(cfg)
     if not required:
         return "no model"
     if all(m.startswith("models/tiny-neox/") for m in required):
@@ -154,11 +156,11 @@ def preset(name: str, paths: Mapping, numerics: Mapping | None = None) -> dict:
 def tested_models(resolved_cfg: Mapping) -> dict[str, str]:
     """Name → where each model the run used lives: the models under test (``models``: a local folder or GGUF file for
     hf, the served id for openai), then the zoo families it requires (``tiny-neox/<family>`` → its folder: the
-    ground truth). An experiment without a ``models`` list: every model its ``requires.models`` names."""
+    ground truth). An experiment without a ``models`` list: every model its config names (:func:`required_models`)."""
     cfg = to_plain(resolved_cfg)
     out = {n["name"]: _location(n) for n in target_nodes(cfg)} if cfg.get("models") is not None else {}
     root = Path(str(cfg["paths"]["models"]))
-    for req in (cfg.get("requires") or {}).get("models") or []:
+    for req in required_models(cfg):
         rel = str(req).rstrip("/").removeprefix("models/")
         if cfg.get("models") is None or rel.startswith("tiny-neox/"):
             out[rel] = str(root / rel)
@@ -170,3 +172,74 @@ def _location(node: Mapping[str, Any]) -> str:
         return str(node.get("model_id"))
     path = Path(str(node["path"]))
     return str(path / node["gguf_file"]) if node.get("gguf_file") else str(path)
+
+
+# keys under which a config names a conf/model preset (params.models, method.targets.<t>.model, method.agents.llm,
+# the top-level `models` list) and a tiny zoo family (method.study.family, params.family, params.tiny.family,
+# params.zoo_families)
+MODEL_KEYS = ("model", "models", "llm")
+FAMILY_KEYS = ("family", "zoo_families")
+# the `requires` keys derived from the config: an experiment file naming one is refused (no second, unchecked list)
+DERIVED_REQUIRES = ("models",)
+
+
+def _zoo_lineage(family: str) -> list[str]:
+    """``family`` and the families it continues from (``init_from``), nearest first — read from conf/zoo/ as
+    :func:`memlab.models.zoo.family_files` names them and :meth:`memlab.models.zoo.Family.lineage` follows them
+    (not imported: every stage imports this module, and the zoo would make the corpora stage depend on it)."""
+    out = [family]
+    while True:
+        spec = yaml.safe_load((CONF_DIR / "zoo" / f"{out[-1]}.yaml").read_text()) or {}
+        parent = (spec.get("init_from") or {}).get("family")
+        if not parent or parent in out:
+            return out
+        out.append(parent)
+
+
+def _preset_weights(preset: str) -> list[str]:
+    """The pipeline output holding a conf/model preset's weights (``path: ${paths.models}/<name>`` →
+    ``models/<name>``; a zoo checkpoint ``${paths.models}/tiny-neox/<family>/…`` → that family and its lineage); none
+    for hub ids and served models."""
+    path = str((yaml.safe_load((CONF_DIR / "model" / f"{preset}.yaml").read_text()) or {}).get("path") or "")
+    rel = path.removeprefix("${paths.models}/").strip("/").split("/") if path.startswith("${paths.models}/") else []
+    if rel[:1] == ["tiny-neox"] and len(rel) >= 2:
+        return [f"models/tiny-neox/{f}" for f in _zoo_lineage(rel[1])]
+    return [f"models/{rel[0]}"] if rel and rel[0] else []
+
+
+def required_models(cfg: Mapping) -> list[str]:
+    """The model folders an experiment reads, as the pipeline outputs that build them, in the order its config
+    names them — derived from the config (issue 30), so no ``requires.models`` list can disagree with it:
+
+    * a conf/model preset named in ``params``/``method`` under :data:`MODEL_KEYS` or in the top-level ``models``
+      list (the models under test): its weights (:func:`_preset_weights`: ``models/<preset>``, or the zoo family
+      a tiny preset points into, as RECAP's tiny target);
+    * a zoo family (a conf/zoo/<family>.yaml stem) named in ``params``/``method`` under :data:`FAMILY_KEYS`:
+      ``models/tiny-neox/<family>`` and those of the families it continues from (``init_from``, e.g. pearl's base).
+
+    The ``model`` group is not read: it is the template of zoo checkpoints or the base of ``model=``/``models=``
+    choices (mapping entries of ``models`` are such choices, not pipeline outputs). A ``requires.models`` left in the
+    config is refused."""
+    req = cfg.get("requires") or {}
+    derived = [k for k in DERIVED_REQUIRES if k in req]
+    if derived:
+        raise ConfigError(f"experiment {cfg.get('experiment_name')}: requires.{derived[0]} is derived from the config "
+                          f"(memlab.model_use.required_models); remove it")
+    presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
+    families = {p.stem for p in (CONF_DIR / "zoo").glob("*.yaml")}
+    out: list[str] = []
+
+    def walk(node, key: str | None = None) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, str(k))
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                walk(v, key)
+        elif isinstance(node, str) and key in MODEL_KEYS and node in presets:
+            out.extend(_preset_weights(node))
+        elif isinstance(node, str) and key in FAMILY_KEYS and node in families:
+            out.extend(f"models/tiny-neox/{f}" for f in _zoo_lineage(node))
+
+    walk({"params": cfg.get("params"), "method": cfg.get("method"), "models": cfg.get("models")})
+    return list(dict.fromkeys(out))

@@ -10,7 +10,8 @@ file its composition reads (Hydra's defaults list: config.yaml, each group's opt
 experiment pulls in, scale files), the ``conf/paper`` files holding its claims and the ``conf/model`` presets it
 opens by name; its deps are every lib/ file reachable by imports from the runner, the report helper, its
 study function's module (``study``), its notebook, the ``_schema_`` classes its config names and its own claim
-rules, plus non-Python ``requires.code`` (prompts), its notebook, and the data and models it ``requires``.
+rules, plus non-Python ``requires.code`` (prompts), its notebook, the data it ``requires`` and the models its config
+names (:func:`memlab.model_use.required_models`: derived, never listed).
 ``make reproduce`` regenerates dvc.yaml before ``dvc repro``, so editing any of those re-runs exactly the stages
 that read it, and a second ``dvc repro`` runs nothing.
 """
@@ -29,6 +30,7 @@ from omegaconf import OmegaConf
 
 from memlab.config import CONF_DIR, experiment_names, repo_root, required_threads
 from memlab.errors import ConfigError, one_line_errors
+from memlab.model_use import MODEL_KEYS, required_models
 from memlab.models.zoo import load_family
 
 # what every experiment runs through; everything else an experiment uses is found from its study module (`study`),
@@ -44,7 +46,7 @@ ZOO_JOBS = 1
 # Every stage says how many cores it keeps busy (`meta.cores`, which DVC ignores): `make reproduce` runs stages
 # side by side while their cores fit the machine (memlab.reproduce). Corpora and conversions are one process on
 # one core; a zoo family trains min(ZOO_JOBS, its sizes) processes; an experiment uses as many torch threads as
-# the largest `threads` among the models it requires (memlab.config.required_threads). `meta.after` (from an
+# the largest `threads` among the models it reads (memlab.config.required_threads). `meta.after` (from an
 # experiment's `requires.after`) orders an experiment after others whose cached model responses it reuses —
 # for `make reproduce` only: it is no DVC dependency (neither run reads the other's outputs). `meta.minutes`
 # (`requires.minutes`: the run's one-core wall minutes, measured; a zoo family's `minutes`: its build's) lets the
@@ -194,11 +196,6 @@ def paper_files(experiment: str) -> list[str]:
     return out
 
 
-# keys under which a config names a conf/model preset: params.models (pearl_wild), params.external.models
-# (trace_capability_propensity), method.targets.<t>.model and method.agents.llm (RECAP)
-MODEL_KEYS = ("model", "models", "llm")
-
-
 def _preset_names(node, under_model_key: bool = False) -> set[str]:
     presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
     if isinstance(node, dict):
@@ -210,12 +207,8 @@ def _preset_names(node, under_model_key: bool = False) -> set[str]:
 
 def model_presets(raw: dict) -> list[str]:
     """The conf/model files an experiment opens by name beside its own ``model`` group: presets named in its
-    ``params``/``method`` (:data:`MODEL_KEYS`) or as ``models/<preset>`` in ``requires.models``."""
-    names = _preset_names({"params": raw.get("params"), "method": raw.get("method")})
-    for m in (raw.get("requires") or {}).get("models") or []:
-        parts = str(m).rstrip("/").split("/")
-        if len(parts) == 2 and (CONF_DIR / "model" / f"{parts[1]}.yaml").is_file():
-            names.add(parts[1])
+    ``params``/``method`` or its ``models`` list (:data:`memlab.model_use.MODEL_KEYS`)."""
+    names = _preset_names({"params": raw.get("params"), "method": raw.get("method"), "models": raw.get("models")})
     return sorted(f"conf/model/{n}.yaml" for n in names)
 
 
@@ -238,17 +231,8 @@ def _non_python_code(experiment: str, req: dict) -> list[str]:
 
 
 def _requires_to_deps(req: dict) -> list[str]:
-    """``requires.data``/``requires.models`` → the outputs of the stages that build them."""
-    deps: list[str] = []
-    for d in req.get("data", []) or []:
-        deps.append("data/corpora" if str(d).startswith("data/corpora") else str(d))
-    for m in req.get("models", []) or []:
-        parts = str(m).rstrip("/").split("/")
-        if len(parts) >= 3 and parts[1] == "tiny-neox":
-            deps.append("/".join(parts[:3]))
-        elif len(parts) >= 2:
-            deps.append("/".join(parts[:2]))
-    return deps
+    """``requires.data`` → the outputs of the stages that build them."""
+    return ["data/corpora" if str(d).startswith("data/corpora") else str(d) for d in req.get("data") or []]
 
 
 def whole_files(files: list[str]) -> list[dict]:
@@ -324,7 +308,8 @@ def experiment_stage(exp: str) -> dict:
     notebook's imports, its study function's module (``study``), the ``_schema_`` classes its config names and its
     own claim rules (not the others').
     Its config, as DVC ``params`` (values, not comments): every conf file its composition read, the paper
-    files of its claims and the model presets it opens by name. Then prompts, notebook, data and models."""
+    files of its claims and the model presets it opens by name. Then prompts, notebook, data and the models its
+    config names (:func:`memlab.model_use.required_models`, which refuses a leftover ``requires.models``)."""
     raw, conf_files = _composition(exp)
     req = raw.get("requires") or {}
     wrong = [a for a in req.get("after") or [] if a not in experiment_names() or a == exp]
@@ -336,7 +321,8 @@ def experiment_stage(exp: str) -> dict:
     from memlab.comparison import RULE_MODULES
 
     code = code_deps(roots, skip=frozenset(RULE_MODULES.values()))
-    deps = [*code, *_non_python_code(exp, req), f"notebooks/{nb}", *_requires_to_deps(req)]
+    deps = [*code, *_non_python_code(exp, req), f"notebooks/{nb}", *_requires_to_deps(req),
+            *required_models(raw)]
     params = list(dict.fromkeys([*conf_files, *paper_files(exp), *model_presets(raw)]))
     return {
         "cmd": f"{PY} -m memlab.run experiment={exp}",

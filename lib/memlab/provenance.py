@@ -119,7 +119,7 @@ def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
     GGUF file or HF folder given by path), or ``served <model id> at <url>`` — beside the zoo checkpoints it requires."""
     import yaml
 
-    from memlab.model_use import target_nodes
+    from memlab.model_use import required_models, target_nodes
 
     lock = Path(root) / "dvc.lock"
     outs: dict[str, str] = {}
@@ -128,7 +128,7 @@ def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
             outs.update({o["path"]: o.get("md5", "") for o in stage.get("outs") or []})
     tested = target_nodes(cfg) if cfg.get("models") is not None else []
     out = {}
-    for path in (cfg.get("requires") or {}).get("models") or []:
+    for path in required_models(cfg):
         rel = portable(str(path), root).rstrip("/")
         if tested and not rel.startswith("models/tiny-neox/"):
             continue  # a pretrained default: the models under test say what ran

@@ -338,7 +338,7 @@ def test_bf16_if_fast_loads_float32_without_bf16_units(micro_family):
     # numerics=native, resolved on this CPU as run.json records it
     from memlab.numerics import load_profile
 
-    cfg = {"requires": {"models": ["models/smollm2-135m-instruct"]}}
+    cfg = {"models": ["smollm2-135m-instruct"]}   # the model under test; its dtype: its preset's
     assert required_dtypes({**cfg, "numerics": load_profile("pinned")}) == {"smollm2-135m-instruct": "float32"}
     native = required_dtypes({**cfg, "numerics": load_profile("native")})
     assert native == {"smollm2-135m-instruct": "bfloat16" if bf16_is_fast() else "float32"}

@@ -36,7 +36,7 @@ from memlab.methods.pearl.tasks import (TaskConfig, build_request, first_words, 
 class PearlStudy:
     """``method.study``: the ground-truth studies' shared settings (a zoo family with exact membership)."""
 
-    family: str                      # conf/zoo/<family>.yaml
+    family: str | None               # conf/zoo/<family>.yaml; null where the experiment reads no zoo family (pearl_wild)
     size: str
     epoch: int = field(metadata=check(ge=0))            # single-checkpoint studies (0 = before fine-tuning)
     epochs: list[int] = field(metadata=check(ge=0, nonempty=True))   # per-epoch studies
