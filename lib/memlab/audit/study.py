@@ -34,6 +34,7 @@ MIA_SCORES = ("loss", "zlib_ratio", "min_k", "min_k_pp")   # higher = more likel
 class MiaSpec:
     min_k: float = field(metadata=check(gt=0, le=1))      # Min-K% / Min-K%++: the lowest k share of tokens
     target_fpr: float = field(metadata=check(ge=0, le=1))  # each threshold: this FPR on the known-unseen half
+    max_words: int | None = field(metadata=check(ge=1))    # each text: its first max_words words (null: whole)
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,8 @@ def _mia(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
     with catalog.using(node) as backend:
         style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
         try:
-            frames = [T.mia_frame(backend, docs, k=p.mia.min_k, max_words=pearl.task.max_input_words,
-                                  progress=progress, source=name)
+            frames = [T.mia_frame(backend, docs, k=p.mia.min_k, max_words=p.mia.max_words, progress=progress,
+                                  source=name)
                       for name, docs in sources.items()]
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
             why = " ".join(str(err).split())
