@@ -155,11 +155,14 @@ def paper_dir() -> Path:
 
 
 def load_claims(experiment: str | None = None, kind: str | None = None) -> list[Claim]:
-    """Every claim in conf/paper/*.yaml (of ``experiment`` / of ``kind`` only, when given), in file order."""
+    """Every claim in conf/paper/*.yaml (of ``experiment`` / of ``kind`` only, when given), in file order; each file
+    is parsed once per process (:func:`memlab.config.read_yaml`)."""
+    from memlab.config import read_yaml
+
     out: list[Claim] = []
     for path in sorted(paper_dir().glob("*.yaml")):
         try:
-            entries = (yaml.safe_load(path.read_text()) or {}).get("claims", [])
+            entries = (read_yaml(path) or {}).get("claims", [])
         except yaml.YAMLError as err:
             raise ConfigError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
         for c in entries:

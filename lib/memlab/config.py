@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from memlab.errors import ConfigError
+from memlab.numerics import read_yaml  # noqa: F401 - a conf/ YAML file parsed once per process (issue 30)
 
 
 def repo_root() -> Path:

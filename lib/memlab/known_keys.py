@@ -32,6 +32,9 @@ MODEL_DOCS = {"hf": "lib/memlab/backends/hf_config.py (HFBackendConfig)",
               "openai": "lib/memlab/backends/openai_config.py (OpenAIConfig)"}
 GPU_DEVICES = ("cuda", "gpu")
 _MAX_POINTS = 64  # sweep points composed for the check; beyond that only the first ones are checked
+# the configs composed for the check, by their normalized group overrides: the runner reuses the experiment's
+# default composition from here instead of composing conf/ again (issue 30; memlab.run.experiment_defaults)
+COMPOSED: dict[tuple[str, ...], Any] = {}
 
 
 class _Point:
@@ -43,8 +46,10 @@ class _Point:
 
         from memlab.config import normalize_overrides
 
+        overrides = normalize_overrides(groups)
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=normalize_overrides(groups), return_hydra_config=True)
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+        COMPOSED[tuple(overrides)] = cfg
         self.label = " ".join(groups)
         self.choices = {k: v for k, v in OmegaConf.to_container(cfg.hydra.runtime.choices).items() if v}
         tree = OmegaConf.to_container(cfg, resolve=False)

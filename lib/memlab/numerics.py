@@ -20,11 +20,30 @@ _CONF = Path(__file__).resolve().parents[2] / "conf"
 _caller_env: dict[str, str | None] = {}   # what pin() replaced, so a `native` run can hand the kernel the caller's
 
 
-def default_profile() -> str:
-    """The profile named in ``conf/config.yaml``'s defaults list (``numerics: <name>``)."""
+_PARSED: dict[tuple[str, int, int], object] = {}
+
+
+def read_yaml(path: str | Path):
+    """``yaml.safe_load`` of a conf/ file, parsed once per process (issue 30: a run reads its config once); each call
+    returns a fresh copy (callers may change it), and a file whose size or mtime changed is parsed again. The plain
+    YAML files outside the Hydra composition (numerics profiles, zoo families, paper claims) are read through this
+    (``memlab.config.read_yaml``). It lives here because ``import memlab`` reads conf/numerics/ first, before any
+    import of omegaconf, and every memlab process has this module."""
+    import copy
+
     import yaml
 
-    for entry in yaml.safe_load((_CONF / "config.yaml").read_text())["defaults"]:
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = yaml.safe_load(p.read_text())
+    return copy.deepcopy(_PARSED[key])
+
+
+def default_profile() -> str:
+    """The profile named in ``conf/config.yaml``'s defaults list (``numerics: <name>``)."""
+    for entry in read_yaml(_CONF / "config.yaml")["defaults"]:
         if isinstance(entry, dict) and "numerics" in entry:
             return str(entry["numerics"])
     raise RuntimeError("conf/config.yaml names no numerics profile in its defaults list")
@@ -36,15 +55,13 @@ def active() -> str:
 
 
 def load_profile(name: str) -> dict:
-    import yaml
-
     from memlab.errors import ConfigError
 
     path = _CONF / "numerics" / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in (_CONF / "numerics").glob("*.yaml"))
         raise ConfigError(f"unknown numerics profile {name!r} ({PROFILE_ENV} or numerics=); known: {', '.join(known)}")
-    return yaml.safe_load(path.read_text())
+    return read_yaml(path)
 
 
 def pin(name: str | None = None) -> dict:

@@ -39,13 +39,16 @@ class Report:
         self._metrics_path = self.out_dir / "metrics.json"
         self._metrics: dict[str, Any] = {}
         self._catalog = None
+        self._typed: dict[str, Any] = {}  # key → typed node, built once (issue 30: the config is read once)
         self._seed_everything()
 
     # -- config -------------------------------------------------------------------------------------------
     def typed(self, key: str):
         """The config node at dotted ``key`` (e.g. ``"method"``, ``"params"``) as the dataclass its ``_schema_``
-        names — every value checked, no defaults in code (see :mod:`memlab.schema`)."""
-        return self.typed_node(self.cfg, key)
+        names — every value checked, no defaults in code (see :mod:`memlab.schema`); built once per key."""
+        if key not in self._typed:
+            self._typed[key] = self.typed_node(self.cfg, key)
+        return self._typed[key]
 
     @staticmethod
     def typed_node(cfg, key: str):
@@ -181,7 +184,7 @@ class Report:
         from memlab.comparison import comparison_table, load_claims, sanity_table
 
         if load_claims(self.experiment):  # the rules judge under the settings this run used (StudyResult.method)
-            result.config = self.cfg
+            result.attach(self.cfg, self._typed)
         if load_claims(self.experiment, kind="sanity"):  # checks of our setup, apart from the claims (issue 27)
             result.tables = {"sanity": sanity_table(self.experiment, result), **result.tables}
             result.shown = ["sanity", *result.shown]

@@ -27,6 +27,14 @@ class StudyResult:
     shown: list[str] = field(default_factory=list)           # table/figure names displayed, in order
     captions: dict[str, str] = field(default_factory=dict)   # figure name → what is plotted, on what n
     config: Any = field(default=None, repr=False)             # the run's composed config; None: not attached yet
+    # (config, {key: typed node}) that :meth:`attach` handed over: nodes of that config already built, not rebuilt
+    _typed: tuple = field(default=(None, {}), init=False, repr=False, compare=False)
+
+    def attach(self, config, typed_nodes: dict | None = None) -> None:
+        """Attach the run's config, with the typed nodes already built from it (:meth:`Report.typed`) so the
+        rules judging this result reuse them instead of building them again (issue 30)."""
+        self.config = config
+        self._typed = (config, dict(typed_nodes or {}))
 
     @property
     def method(self):
@@ -48,6 +56,9 @@ class StudyResult:
         if self.config is None:
             raise ConfigError(f"this result carries no run config, so its {key} settings are unknown: judge it "
                               "through Report.save, or load a run folder that has its config.yaml")
+        built_from, built = self._typed
+        if built_from is self.config and key in built:
+            return built[key]
         cfg = self.config if isinstance(self.config, DictConfig) else OmegaConf.create(self.config)
         return Report.typed_node(cfg, key)
 

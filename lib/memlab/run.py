@@ -61,13 +61,15 @@ def run_key(overrides: list[str] | str) -> str:
 
 
 @per_run_key  # a second run of the same experiment and key refuses in one line (run_lock.py)
-def execute(cfg: DictConfig, key: str) -> Path:
+def execute(cfg: DictConfig, key: str, overrides: list[str] | None = None) -> Path:
     """Run one experiment for an already composed config; returns the run folder.
 
     The run writes into ``results/<exp>/.<key>.partial/`` and that folder replaces ``results/<exp>/<key>/``
     only when the notebook succeeded, so a failed or killed run never destroys the previous good result. A
     failed run's folder (executed notebook + html) is kept as ``<key>.failed/`` beside it; a killed run's
     partial folder is picked up again by the next run of the same key (RECAP resumes its events from it).
+    ``overrides``: the command line's overrides, when known (the runner), so the experiment's defaults need no
+    second composition (:func:`experiment_defaults`).
     """
     check_experiment(cfg.get("experiment_name"))
     for k, v in OFFLINE_ENV.items():
@@ -75,7 +77,7 @@ def execute(cfg: DictConfig, key: str) -> Path:
     resolved = _resolve(cfg)
     validate_tree(resolved)  # every node with a _schema_ is typed and range-checked before any model loads
     name = resolved["experiment_name"]
-    check_like_defaults(_resolve(compose(name))["params"], resolved["params"], "params")
+    check_like_defaults(experiment_defaults(name, resolved, overrides), resolved["params"], "params")
     final = Path(resolved["paths"]["results"]) / name / key
     work, failed = final.with_name(f".{key}.partial"), final.with_name(f"{key}.failed")
     resolved["run"] = {"key": key, "out_dir": str(work), "result_dir": str(final)}
@@ -119,6 +121,28 @@ def execute(cfg: DictConfig, key: str) -> Path:
           f"{final / 'metrics.json'}", file=sys.stderr)
     return final
 
+
+
+def experiment_defaults(name: str, resolved: dict, overrides: list[str] | None = None) -> dict:
+    """The experiment's own ``params`` (conf/ composed with ``experiment=<name>`` and nothing else), which a run's
+    params are checked against — composed only when not already at hand (issue 30: a run reads its config once):
+    a run whose only override is the experiment *is* that composition; the runner's override check
+    (:mod:`memlab.known_keys`) may already have composed it; else (and whenever ``overrides`` is unknown: a direct
+    call of :func:`execute`) one :func:`memlab.config.compose`."""
+    from memlab.known_keys import COMPOSED
+
+    if overrides is not None and all(o.startswith("experiment=") for o in overrides):
+        return resolved["params"]
+    # only the runner's own invocation (overrides given) reuses what its override check composed
+    cfg = COMPOSED.get((f"experiment={name}",)) if overrides is not None else None
+    if cfg is None:
+        return _resolve(compose(name))["params"]
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_container(cfg.params, resolve=True)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"config does not resolve: {str(err).splitlines()[0]}") from None
 
 
 def _swap_in(work: Path, final: Path) -> None:
@@ -329,7 +353,7 @@ def _main(cfg: DictConfig) -> None:
         overrides = list(HydraConfig.get().overrides.task)
         key = run_key(overrides)
         check_model_override(cfg, overrides)  # a model choice is the model under test, or refused (memlab.model_use)
-        execute(cfg, key)
+        execute(cfg, key, overrides=overrides)
     except MemlabError as err:
         print(f"memlab: error: {err}", file=sys.stderr)
         errors = os.environ.get(JOB_ERRORS_ENV)

@@ -399,12 +399,12 @@ def checkpoint_name(family: str, size: str, epoch: int | str | None) -> str:
 
 
 def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path = MODELS_DIR) -> Family:
-    import yaml
+    from memlab.config import read_yaml  # each family file parsed once per process
 
     files = family_files(zoo_dir)
     if name not in files:
         raise ConfigError(f"unknown zoo family {name!r}; families in {zoo_dir}: {', '.join(files) or 'none'}")
-    cfg = yaml.safe_load(files[name].read_text()) or {}
+    cfg = read_yaml(files[name]) or {}
     unknown = set(cfg) - _TOP_KEYS
     if unknown:
         raise ConfigError(f"zoo family {name!r}: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
@@ -413,7 +413,7 @@ def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path
     if not cfg.get("sizes") and not cfg.get("init_from"):
         raise ConfigError(f"zoo family {name!r}: `sizes` is required (e.g. s: {{hidden: 64, layers: 2, heads: 2, ffn: 256}})")
     if cfg.get("init_from") and not cfg.get("sizes"):
-        src = yaml.safe_load(files[cfg["init_from"]["family"]].read_text()) if cfg["init_from"]["family"] in files else None
+        src = read_yaml(files[cfg["init_from"]["family"]]) if cfg["init_from"]["family"] in files else None
         if src is None:
             raise ConfigError(f"zoo family {name!r}: init_from names unknown family {cfg['init_from']['family']!r}")
         cfg["sizes"] = dict(src["sizes"])

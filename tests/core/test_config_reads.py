@@ -1,0 +1,114 @@
+"""A run reads its config once (issue 30). The walk ``python -m memlab.run experiment=pearl_epochs`` → results/ runs
+for real in a child process (on a tiny zoo of its own), with tests/core/readlog.py logging every config read of
+the runner and of the notebook kernel papermill starts: Hydra composes, plain loads of conf/ files, typed builds.
+
+Measured on this walk (with method/params/paths overrides, as here) before this test: the runner composed 4 times
+(the override check, @hydra.main's two, and again for the experiment's defaults), the kernel none; method and
+params were built 7 times (runner 2, kernel 5: the rules rebuilt the method 3 times); conf/ files were loaded 29
+times (paper claims 15, zoo families 9, numerics 5). Now: 3 composes (2 of them Hydra's own inside @hydra.main: its
+mode probe and the run), none in the kernel; method and params built once per process (4); 8 conf/ file loads,
+none twice in a process. With no override but the experiment the runner composes only inside @hydra.main (2;
+before: 3), see :func:`test_a_run_with_no_override_composes_no_defaults`.
+"""
+
+import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+import readlog  # noqa: E402
+
+KJV = {"corpus": "kjv", "options": {"unit": "chapter"}}
+TINY = {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}
+TRAIN = {"seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0}
+PSALMS_IN = ["kjv/chapter/Psalms/23", "kjv/chapter/Psalms/24", "kjv/chapter/Psalms/121"]
+PSALMS_OUT = ["kjv/chapter/Psalms/1", "kjv/chapter/Psalms/3", "kjv/chapter/Psalms/4"]
+FAMILIES = [
+    {"name": "pearl_base", "description": "test family pearl_base", "members": [{**KJV, "ids": PSALMS_IN}],
+     "nonmembers": [{**KJV, "ids": PSALMS_OUT}], "train": {**TRAIN, "epochs": 1}, "init_from": None,
+     "tokenizer": {"vocab_size": 384, "train_on": "members"}, "sizes": {"m": TINY}},
+    {"name": "pearl", "description": "test family pearl", "members": [{**KJV, "ids": PSALMS_IN}],
+     "nonmembers": [{**KJV, "ids": PSALMS_OUT}], "train": {**TRAIN, "epochs": 2},
+     "init_from": {"family": "pearl_base", "epoch": "final"}},
+]
+TINY_RUN = ["method.samples=1", "method.task.max_new_tokens=4", "method.task.max_input_words=30",
+            "method.study.n_members=2", "method.study.n_nonmembers=2", "method.study.epoch=2",
+            "method.study.epochs=[0,2]", "params.acr.epochs=[2]", "params.acr.docs_per_split=1", "params.acr.steps=3",
+            "params.acr.prompt_lengths=[4]", "params.acr.target_offset=8", "params.acr.target_tokens=8",
+            "params.acr.batch_size=8"]
+METHOD_PARAMS = ("memlab.methods.pearl.engine.PearlConfig (method)", "memlab.methods.pearl.study.EpochsParams (params)")
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory, zoo_builder, repo_root):
+    """The read log of one real run of pearl_epochs, split into the runner's and the kernel's reads."""
+    zoo = tmp_path_factory.mktemp("readzoo")
+    for spec in FAMILIES:
+        zoo_builder(zoo, spec)
+    out = tmp_path_factory.mktemp("readrun")
+    log = out / "reads.jsonl"
+    lib = repo_root / "lib"
+    env = {**os.environ, "MEMLAB_READS_LOG": str(log),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "readlog_site"), str(lib),
+                                          os.environ.get("PYTHONPATH", "")])}
+    # logger stays the default group (a group override would be a different composition), muted: no W&B run
+    cmd = [sys.executable, "-m", "memlab.run", "experiment=pearl_epochs", f"paths.zoo={zoo / 'conf'}",
+           f"paths.models={zoo / 'models'}", f"paths.results={out / 'results'}", f"paths.cache={out / 'cache'}",
+           f"paths.wandb={out / 'wandb'}", "logger.mode=disabled", *TINY_RUN]
+    done = subprocess.run(cmd, env=env, cwd=repo_root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "results" / "pearl_epochs").is_dir()
+    reads = readlog.read_log(log)
+    pids = list(dict.fromkeys(r["pid"] for r in reads))
+    assert len(pids) == 2, pids   # the runner, then the notebook's kernel
+    runner, kernel = ([r for r in reads if r["pid"] == p] for p in pids)
+    assert any("run.py" in r["where"] for r in runner) and any("report.py" in r["where"] for r in kernel)
+    return runner, kernel
+
+
+def _kinds(reads, kind):
+    return [r for r in reads if r["kind"] == kind]
+
+
+def test_the_runner_composes_once_itself_beside_hydra_mains_two_and_the_kernel_never(walk):
+    runner, kernel = walk
+    composes = _kinds(runner, "compose")
+    where = sorted(r["where"].split(" < ")[1].split(":")[0] for r in composes)
+    # the override check (memlab.known_keys) composes the experiment once; @hydra.main composes twice inside Hydra
+    # (Hydra's mode probe, then the run); the experiment's defaults come from the first, not a fourth compose
+    assert where == ["hydra.py", "hydra.py", "known_keys.py"], composes
+    assert _kinds(kernel, "compose") == []   # the kernel gets the resolved config from the runner
+
+
+def test_method_and_params_are_built_once_per_process(walk):
+    for reads in walk:
+        built = collections.Counter(r["what"] for r in _kinds(reads, "typed"))
+        assert [built[k] for k in METHOD_PARAMS] == [1, 1], built
+
+
+def test_no_conf_file_is_loaded_twice_in_a_process(walk):
+    for reads in walk:
+        loads = collections.Counter(r["what"] for r in reads if r["kind"] != "compose" and r["kind"] != "typed")
+        assert loads and max(loads.values()) == 1, loads
+    runner, kernel = walk
+    kernel_files = {r["what"] for r in kernel if r["kind"] == "open"}
+    assert {"conf/paper/003_pearl.yaml", "conf/pearl.yaml", "conf/pearl_base.yaml"} <= kernel_files, kernel_files
+
+
+def test_a_run_with_no_override_composes_no_defaults(monkeypatch):
+    """``python -m memlab.run experiment=<name>``: the run's params are the experiment's defaults, so no compose."""
+    from memlab import run
+
+    def no_compose(*a, **k):
+        raise AssertionError("composed again")
+
+    monkeypatch.setattr(run, "compose", no_compose)
+    monkeypatch.setattr("memlab.known_keys.COMPOSED", {})
+    resolved = {"params": {"alphas": [0.2, 0.4]}}
+    assert run.experiment_defaults("pearl_epochs", resolved, ["experiment=pearl_epochs"]) is resolved["params"]
+    with pytest.raises(AssertionError, match="composed again"):   # an override that may change params: composed
+        run.experiment_defaults("pearl_epochs", resolved, ["experiment=pearl_epochs", "params.alphas=[0.3]"])
