@@ -18,10 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import yaml
-
 from memlab.config import CONF_DIR, to_plain
 from memlab.errors import ConfigError
+from memlab.numerics import read_yaml
 
 RUNTIME_KEYS = ("threads", "batch_size", "score_batch_size", "device", "dtype", "kv_cache")
 IDENTITY_KEYS = ("path", "gguf_file", "model_id")   # a node given one of these but no name is named after it
@@ -49,7 +48,7 @@ def testing_experiments() -> list[str]:
         path = CONF_DIR / "experiment" / f"{name}.yaml"
         if name in seen or not path.exists():
             return False
-        spec = yaml.safe_load(path.read_text()) or {}
+        spec = read_yaml(path) or {}
         if spec.get("models") is not None:
             return True
         parents = [d for d in spec.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
@@ -183,28 +182,34 @@ FAMILY_KEYS = ("family", "zoo_families")
 DERIVED_REQUIRES = ("models",)
 
 
-def _zoo_lineage(family: str) -> list[str]:
-    """``family`` and the families it continues from (``init_from``), nearest first — read from conf/zoo/ as
+def _zoo_lineage(family: str, zoo: Path) -> list[str]:
+    """``family`` and the families it continues from (``init_from``), nearest first — read from the zoo folder as
     :func:`memlab.models.zoo.family_files` names them and :meth:`memlab.models.zoo.Family.lineage` follows them
     (not imported: every stage imports this module, and the zoo would make the corpora stage depend on it)."""
     out = [family]
     while True:
-        spec = yaml.safe_load((CONF_DIR / "zoo" / f"{out[-1]}.yaml").read_text()) or {}
+        spec = read_yaml(zoo / f"{out[-1]}.yaml") or {}
         parent = (spec.get("init_from") or {}).get("family")
         if not parent or parent in out:
             return out
         out.append(parent)
 
 
-def _preset_weights(preset: str) -> list[str]:
+def _preset_weights(preset: str, zoo: Path) -> list[str]:
     """The pipeline output holding a conf/model preset's weights (``path: ${paths.models}/<name>`` →
     ``models/<name>``; a zoo checkpoint ``${paths.models}/tiny-neox/<family>/…`` → that family and its lineage); none
     for hub ids and served models."""
-    path = str((yaml.safe_load((CONF_DIR / "model" / f"{preset}.yaml").read_text()) or {}).get("path") or "")
+    path = str((read_yaml(CONF_DIR / "model" / f"{preset}.yaml") or {}).get("path") or "")
     rel = path.removeprefix("${paths.models}/").strip("/").split("/") if path.startswith("${paths.models}/") else []
     if rel[:1] == ["tiny-neox"] and len(rel) >= 2:
-        return [f"models/tiny-neox/{f}" for f in _zoo_lineage(rel[1])]
+        return [f"models/tiny-neox/{f}" for f in _zoo_lineage(rel[1], zoo)]
     return [f"models/{rel[0]}"] if rel and rel[0] else []
+
+
+def _zoo_dir(cfg: Mapping) -> Path:
+    """The run's zoo folder (``paths.zoo``: conf/zoo, or a test zoo); conf/zoo for a config not yet resolved."""
+    zoo = (cfg.get("paths") or {}).get("zoo") if isinstance(cfg.get("paths"), Mapping) else None
+    return Path(str(zoo)) if zoo and "${" not in str(zoo) else CONF_DIR / "zoo"
 
 
 def required_models(cfg: Mapping) -> list[str]:
@@ -226,7 +231,8 @@ def required_models(cfg: Mapping) -> list[str]:
         raise ConfigError(f"experiment {cfg.get('experiment_name')}: requires.{derived[0]} is derived from the config "
                           f"(memlab.model_use.required_models); remove it")
     presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
-    families = {p.stem for p in (CONF_DIR / "zoo").glob("*.yaml")}
+    zoo = _zoo_dir(cfg)
+    families = {p.stem for p in zoo.glob("*.yaml")}
     out: list[str] = []
 
     def walk(node, key: str | None = None) -> None:
@@ -237,9 +243,9 @@ def required_models(cfg: Mapping) -> list[str]:
             for v in node:
                 walk(v, key)
         elif isinstance(node, str) and key in MODEL_KEYS and node in presets:
-            out.extend(_preset_weights(node))
+            out.extend(_preset_weights(node, zoo))
         elif isinstance(node, str) and key in FAMILY_KEYS and node in families:
-            out.extend(f"models/tiny-neox/{f}" for f in _zoo_lineage(node))
+            out.extend(f"models/tiny-neox/{f}" for f in _zoo_lineage(node, zoo))
 
     walk({"params": cfg.get("params"), "method": cfg.get("method"), "models": cfg.get("models")})
     return list(dict.fromkeys(out))

@@ -31,6 +31,7 @@ from memlab.known_keys import check_overrides
 from memlab.model_use import check_model_override
 from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
 from memlab.run_lock import per_run_key
+from memlab.wandb_log import check_logger, log_wandb
 from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
@@ -116,7 +117,7 @@ def execute(cfg: DictConfig, key: str, overrides: list[str] | None = None) -> Pa
     shutil.rmtree(failed, ignore_errors=True)
     metrics = json.loads((final / "metrics.json").read_text()) if (final / "metrics.json").exists() else {}
     if resolved.get("logger"):
-        _log_wandb(resolved, final, metrics)
+        log_wandb(resolved, final, metrics)
     print(f"memlab: {name} [{key}] done in {time.time() - t0:.0f}s; {len(metrics)} metrics in "
           f"{final / 'metrics.json'}", file=sys.stderr)
     return final
@@ -294,50 +295,6 @@ def offline_html(body: str) -> str:
     """The executed notebook's HTML without the scripts nbconvert loads from CDNs (require.js, MathJax): the page
     is static (outputs are already rendered) and must open offline, from a report archive, with no request."""
     return _REMOTE_SCRIPT.sub("", body)
-
-
-def check_logger(lg: dict | None) -> None:
-    """Before anything runs: a W&B logger node names every setting conf/logger/wandb.yaml has (no default in code)."""
-    missing = [k for k in ("project", "entity", "mode", "dir") if lg and k not in lg]
-    if missing:
-        raise ConfigError(f"logger={lg.get('name')} lacks {', '.join(missing)} (see conf/logger/wandb.yaml)")
-
-
-def _log_wandb(resolved: dict, out_dir: Path, metrics: dict) -> None:
-    """Log config, metrics, tables and figures to W&B (offline unless logger.mode says otherwise)."""
-    import pandas as pd
-    import wandb
-
-    lg = resolved["logger"]
-    os.environ.setdefault("WANDB_SILENT", "true")
-    run = wandb.init(project=lg["project"], entity=lg["entity"], mode=lg["mode"],
-                     dir=lg["dir"], name=f"{resolved['experiment_name']}/{resolved['run']['key']}",
-                     group=resolved["experiment_name"], config={k: v for k, v in resolved.items() if k != "run"}, reinit="finish_previous")
-    try:
-        flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        run.summary.update(flat)
-        run.summary.update(_verdicts(metrics, out_dir))  # strings: the same verdicts as the report site
-        for csv in sorted((out_dir / "tables").glob("*.csv")):
-            df = pd.read_csv(csv)
-            run.log({f"table/{csv.stem}": wandb.Table(dataframe=df)})
-        for png in sorted((out_dir / "figures").glob("*.png")):
-            run.log({f"figure/{png.stem}": wandb.Image(str(png))})
-    finally:
-        run.finish()
-
-
-def _verdicts(metrics: dict, out_dir: Path) -> dict[str, str]:
-    """``verdict/<claim_id>`` → verdict string, from metrics.json (Report.save puts them there) and from
-    ``tables/comparison.csv`` (the table the report site reads; it wins when both have a claim)."""
-    import pandas as pd
-
-    out = {k: v for k, v in metrics.items() if k.startswith("verdict/") and isinstance(v, str)}
-    csv = out_dir / "tables" / "comparison.csv"
-    if csv.exists():
-        df = pd.read_csv(csv, dtype=str, keep_default_na=False)
-        if {"claim_id", "verdict"} <= set(df.columns):
-            out.update({f"verdict/{c}": v for c, v in zip(df["claim_id"], df["verdict"])})
-    return out
 
 
 # A sweep's jobs may run in other processes (Ray workers, submitit jobs): a job that fails writes its one-line

@@ -73,7 +73,7 @@ def test_the_zoo_is_read_as_memlab_models_zoo_names_it():
     assert set(family_files()) == {p.stem for p in (CONF_DIR / "zoo").glob("*.yaml")}
     for name in family_files():
         fam = load_family(name)
-        assert _zoo_lineage(name) == [name, *(f.name for f in fam.lineage())]
+        assert _zoo_lineage(name, CONF_DIR / "zoo") == [name, *(f.name for f in fam.lineage())]
         assert fam.root.relative_to(fam.models_dir).as_posix() == f"tiny-neox/{name}"
 
 

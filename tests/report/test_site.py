@@ -109,8 +109,9 @@ def test_real_run_records_timing_provenance_and_its_sanity_checks(results):
     run = results / "memorization_curve" / "default"
     info = json.loads((run / "run.json").read_text())
     assert info["key"] == "default" and info["seconds"] > 0 and info["started"].endswith("+00:00")
-    assert info["numerics"]["threads"] == {"kjv": 1}  # the demo's family, at the tiny-neox template's threads
-    assert info["numerics"]["dtypes"] == {"kjv": "float32"}  # its weight dtype as loaded
+    # the family that ran (params.family=micro of the test zoo at paths.zoo), at the tiny-neox template's threads
+    assert info["numerics"]["threads"] == {"micro": 1}
+    assert info["numerics"]["dtypes"] == {"micro": "float32"}  # its weight dtype as loaded
     assert info["numerics"]["profile"] == "pinned" and info["config_sha256"] and info["commit"]
     assert info["packages"]["torch"] and set(info["debian"]) >= {"bible-kjv", "fortunes"}
     assert not (run / "tables" / "comparison.csv").exists()
@@ -122,12 +123,12 @@ def test_real_run_records_timing_provenance_and_its_sanity_checks(results):
 def test_wandb_run_carries_the_tables_and_the_verdicts_of_a_run(results, tmp_path):
     """The demo's W&B run (offline) logs its tables, sanity checks included; the verdicts it would log come from
     comparison.csv (checked on the synthetic run's table, the one with claims)."""
-    from memlab.run import _verdicts
+    from memlab.wandb_log import verdicts as comparison_verdicts
 
     (offline,) = (results.parent / "wandb").glob("offline-run-*")
     logged = b"".join(p.read_bytes() for p in offline.rglob("*.wandb"))
     assert b"table/sanity" in logged
-    verdicts = _verdicts({}, results / SYNTHETIC / "default")
+    verdicts = comparison_verdicts({}, results / SYNTHETIC / "default")
     assert verdicts and all(k.startswith("verdict/") and v in OLD_AND_NEW for k, v in verdicts.items())
 
 
