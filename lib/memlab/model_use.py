@@ -42,8 +42,6 @@ def model_choices(overrides: Sequence[str]) -> list[str]:
 
 def testing_experiments() -> list[str]:
     """Experiments that test a given model: their conf/experiment file (or one it extends) sets ``models:``."""
-    import yaml
-
     def sets_models(name: str, seen: frozenset = frozenset()) -> bool:
         path = CONF_DIR / "experiment" / f"{name}.yaml"
         if name in seen or not path.exists():
