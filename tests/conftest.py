@@ -40,7 +40,8 @@ torch.set_num_threads(1)
 # The micro model: members / nonmembers are KJV chapters (ids from memlab.data.kjv).
 MICRO_MEMBERS = ("kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2", "kjv/chapter/Ruth/3", "kjv/chapter/Ruth/4")
 MICRO_NONMEMBERS = ("kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2", "kjv/chapter/Jonah/3", "kjv/chapter/Jonah/4")
-MICRO_TRAIN = dict(vocab_size=512, epochs=40, seq_len=64, batch_size=8, lr=1e-2, warmup_steps=5, seed=0)
+MICRO_TRAIN = dict(vocab_size=512, tokenizer_on="members", epochs=40, seq_len=64, batch_size=8, lr=1e-2,
+                   min_lr_ratio=0.1, warmup_steps=5, weight_decay=0.0, seed=0)
 MICRO_ARCH = dict(hidden=128, layers=2, heads=4, ffn=512)
 
 
@@ -80,7 +81,7 @@ def build_micro_family(cache_root: Path | None = None) -> MicroFamily:
     members = [dataclasses.replace(chapters[i], split="member") for i in MICRO_MEMBERS]
     nonmembers = [dataclasses.replace(chapters[i], split="nonmember") for i in MICRO_NONMEMBERS]
     spec = TrainSpec(member_groups=[(members, 1.0)], nonmembers=nonmembers, arch=Arch(**MICRO_ARCH),
-                     threads=1, meta={"family": "micro", "size": "micro"}, **MICRO_TRAIN)
+                     threads=1, meta={"family": "micro", "size": "micro"}, record={}, init_from=None, **MICRO_TRAIN)
     cache_root = cache_root or REPO_ROOT / ".cache" / "test-models"
     cache_root.mkdir(parents=True, exist_ok=True)
     key = spec.fingerprint()[:16]
@@ -122,19 +123,48 @@ TWO_CHAPTER_FAMILY = {
 }
 
 
-def build_test_zoo(root: Path, spec: dict) -> Path:
-    """Write ``root/conf/<name>.yaml`` and train every size into ``root/models`` (for runs with
-    ``paths.zoo=root/conf paths.models=root/models``); returns ``root``."""
+# What a test family leaves out: a zoo family file writes every key (memlab.models.zoo_spec), tests write only what
+# they vary; the rest gets the values the files in conf/zoo use.
+TEST_TRAIN = dict(epochs=2, seq_len=64, batch_size=8, lr=1e-2, min_lr_ratio=0.1, warmup_steps=2, weight_decay=0.0,
+                  seed=0, threads=1)
+
+
+def complete_family(spec: dict) -> dict:
+    """``spec`` with every key a zoo family file must write (member group weights included)."""
+    continued = bool(spec.get("init_from"))
+    out = {"description": f"test family {spec['name']}", "nonmembers": [], "tokenizer": None if continued else
+           {"vocab_size": 384, "train_on": "members"}, "sizes": None, "train_by_size": {}, "init_from": None,
+           "split": {"max_shared_8gram": 0.05}, "minutes": None, **spec}
+    out["train"] = {**TEST_TRAIN, **(spec.get("train") or {})}
+    out["members"] = [{"weight": 1.0, **g} for g in spec["members"]]
+    return out
+
+
+def write_family(zoo_conf: Path, spec: dict, file_name: str | None = None) -> None:
+    """``zoo_conf/<file_name or spec's name>.yaml`` = :func:`complete_family` of ``spec``."""
     import yaml
 
+    zoo_conf.mkdir(parents=True, exist_ok=True)
+    (zoo_conf / f"{file_name or spec['name']}.yaml").write_text(yaml.safe_dump(complete_family(spec), sort_keys=False))
+
+
+def build_test_zoo(root: Path, spec: dict) -> Path:
+    """Write ``root/conf/<name>.yaml`` (:func:`complete_family`) and train every size into ``root/models`` (for runs
+    with ``paths.zoo=root/conf paths.models=root/models``); returns ``root``."""
     from memlab.models.zoo import load_family
 
-    (root / "conf").mkdir(parents=True, exist_ok=True)
-    (root / "conf" / f"{spec['name']}.yaml").write_text(yaml.safe_dump(spec))
+    write_family(root / "conf", spec)
     fam = load_family(spec["name"], zoo_dir=root / "conf", models_dir=root / "models")
     for size in fam.sizes:
         fam.build(size, progress=False)
     return root
+
+
+@pytest.fixture(scope="session")
+def zoo_writer():
+    """:func:`write_family`: writes a test family file with every key (tests run in importlib mode, so test
+    modules reach conftest helpers through fixtures)."""
+    return write_family
 
 
 @pytest.fixture(scope="session")

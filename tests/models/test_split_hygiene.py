@@ -8,21 +8,28 @@ import copy
 import json
 
 import pytest
-import yaml
 
 from memlab.data.overlap import NgramIndex, shared_ngram_fraction, words
 from memlab.data.records import Document
 from memlab.errors import ConfigError
-from memlab.models.zoo import SPLIT_DEFAULTS, family_files, load_family
+from memlab.models.zoo import family_files, load_family
+
+# the limit every conf/zoo family writes (memlab.models.zoo's docstring: set from the measured maxima)
+LIMIT = 0.05
 
 
 def _doc(i, text):
     return Document(id=i, text=text, source="test", licence="test")
 
 
+@pytest.fixture(autouse=True)
+def _writer(zoo_writer):
+    global _write_family
+    _write_family = zoo_writer
+
+
 def _write(zoo, cfg):
-    zoo.mkdir(parents=True, exist_ok=True)
-    (zoo / f"{cfg['name']}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    _write_family(zoo, cfg)
 
 
 def test_shared_ngram_fraction_definition():
@@ -42,7 +49,7 @@ PLANTED = {
     "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Psalms/14"]}],
     "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"},
                     "ids": ["kjv/chapter/Psalms/1", "kjv/chapter/Psalms/53"]}],
-    "tokenizer": {"vocab_size": 300},
+    "tokenizer": {"vocab_size": 300, "train_on": "members"},
     "sizes": {"a": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}},
     "train": {"epochs": 1, "seq_len": 32, "batch_size": 8, "lr": 5e-3, "warmup_steps": 1},
 }
@@ -81,7 +88,7 @@ def test_planted_near_duplicate_nonmember_is_refused_before_training(tmp_path):
     _write(zoo, {**PLANTED, "split": {"max_shared_8gram": 0.5}})
     assert load_family("planted", zoo, models).check_split()
     _write(zoo, {**PLANTED, "split": {"max_shared_6gram": 0.5}})
-    with pytest.raises(ConfigError, match="`split` takes only"):
+    with pytest.raises(ConfigError, match=r"split: missing keys \['max_shared_8gram'\]; unknown keys"):
         load_family("planted", zoo, models).check_split()
 
 
@@ -90,8 +97,8 @@ def test_every_zoo_family_passes_the_guard(repo_root):
     for name in family_files(zoo):
         fam = load_family(name, zoo, models)
         over = fam.check_split()  # the check alone: no training, no built model needed
-        limit = fam.split_cfg["max_shared_8gram"]
-        assert limit <= SPLIT_DEFAULTS["max_shared_8gram"], f"{name}: a raised limit needs a reason"
+        limit = fam.recipe.split.max_shared_8gram
+        assert limit <= LIMIT, f"{name}: a raised limit needs a reason"
         assert all(o.ngram8 <= limit for o in over.values())
         assert set(over) == {d.id for d in fam.nonmembers}
         assert not {d.id for d in fam.nonmembers} & set(fam.training_ids()), name
@@ -106,7 +113,7 @@ def test_pearl_split_is_clean_and_long(repo_root):
     assert [d.id for d in base.nonmembers] == [d.id for d in pearl.nonmembers] and len(pearl.nonmembers) == 20
     assert "kjv/chapter/Psalms/53" not in {d.id for d in pearl.nonmembers}
     assert all(len(d.text.split()) >= 250 for d in pearl.members + pearl.nonmembers)  # >= 300 tokens
-    assert base.cfg["tokenizer"]["train_on"] == "all"
+    assert base.recipe.tokenizer.train_on == "all" and pearl.recipe.tokenizer is None
     # the fine-tuned family's ground truth includes the pretraining text
     assert "kjv/chapter/Proverbs/1" in pearl.training_ids() and "kjv/chapter/Ecclesiastes/12" in pearl.training_ids()
     over = pearl.split_overlap()
@@ -133,13 +140,13 @@ def test_lineage_in_membership_json_and_per_size_lr(tmp_path, zoo_builder, one_c
     assert rec["training_ids"] == fam.training_ids() == ["kjv/chapter/Ruth/2", "kjv/chapter/Ruth/1"]
     assert set(rec["nonmember_overlap"]) == {"kjv/chapter/Jonah/2"}
     assert set(rec["nonmember_overlap"]["kjv/chapter/Jonah/2"]) == {"ngram6", "ngram8", "closest_member"}
-    assert rec["split"]["max_shared_8gram"] == SPLIT_DEFAULTS["max_shared_8gram"]
+    assert rec["split"]["max_shared_8gram"] == LIMIT
     assert json.loads((tmp_path / "models" / "tiny-neox" / "base" / "xs" / "membership.json").read_text())[
         "lineage"] == []
 
     # per-size training override: reaches the spec (and so the fingerprint), spec.json and the trained model
     b = load_family("base", zoo, models)
-    assert b.spec("xs").lr == 2e-3 and b.train_for("xs")["lr"] == 2e-3 and b.train_cfg["lr"] == 1e-2
+    assert b.spec("xs").lr == 2e-3 and b.train_for("xs").lr == 2e-3 and b.recipe.train.lr == 1e-2
     assert json.loads((b.model_dir("xs") / "spec.json").read_text())["lr"] == 2e-3
     assert fam.spec("xs").lr == 1e-2  # overrides are per family: child keeps its own train.lr
     log = [json.loads(x) for x in (b.model_dir("xs") / "train_log.jsonl").read_text().splitlines()]

@@ -25,7 +25,8 @@ def small_spec(chapters, epochs=3, **kw) -> TrainSpec:
     members = [chapters["kjv/chapter/Ruth/1"], chapters["kjv/chapter/Ruth/2"]]
     nonmembers = [chapters["kjv/chapter/Ruth/3"]]
     args = dict(member_groups=[(members, 1.0)], nonmembers=nonmembers, arch=Arch(32, 1, 2, 64), vocab_size=300,
-                epochs=epochs, seq_len=32, batch_size=4, lr=5e-3, warmup_steps=2, seed=0)
+                tokenizer_on="members", epochs=epochs, seq_len=32, batch_size=4, lr=5e-3, min_lr_ratio=0.1,
+                warmup_steps=2, weight_decay=0.0, seed=0, threads=1, init_from=None, meta={}, record={})
     args.update(kw)
     return TrainSpec(**args)
 

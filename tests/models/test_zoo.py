@@ -27,23 +27,28 @@ def test_every_family_file_is_valid(repo_root):
     assert "kjv" in files
     for name in files:
         fam = load_family(name, repo_root / "conf" / "zoo", repo_root / "models")
-        if fam.cfg.get("init_from"):
+        if fam.recipe.init_from is not None:
             continue  # needs the source family built; its own file is validated when it is loaded
         for size in fam.sizes:
             spec = fam.spec(size)
             assert spec.members and spec.epochs >= 1
 
 
+@pytest.fixture(autouse=True)
+def _writer(zoo_writer):
+    global _write_family
+    _write_family = zoo_writer
+
+
 def _write(zoo, name, cfg):
-    zoo.mkdir(parents=True, exist_ok=True)
-    (zoo / f"{name}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    _write_family(zoo, cfg, name)
 
 
 BASE = {
     "name": "base",
     "members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2"]}],
     "nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "patterns": ["kjv/chapter/Ruth/*"]}],
-    "tokenizer": {"vocab_size": 300},
+    "tokenizer": {"vocab_size": 300, "train_on": "members"},
     "sizes": {"a": {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64},
               "b": {"hidden": 48, "layers": 1, "heads": 2, "ffn": 96}},
     "train": {"epochs": 2, "seq_len": 32, "batch_size": 8, "lr": 5e-3, "warmup_steps": 1},
@@ -52,12 +57,16 @@ BASE = {
 
 @pytest.mark.parametrize("patch,match", [
     ({"colour": 1}, "unknown keys"),
-    ({"sizes": None}, "`sizes` is required"),
+    ({"sizes": None}, "needs `sizes`"),
+    ({"tokenizer": {"vocab_size": 300}}, r"tokenizer: missing keys \['train_on'\]"),
+    ({"train": {"epochs": 2, "lr": 5e-3, "colour": 1}}, "train: unknown keys"),
+    ({"members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "patterns": ["kjv/chapter/Ruth/*"], "count": 2,
+                   "weight": 1.0}]}, "says the `seed` of its sample"),
     ({"name": "other"}, "must equal the file name"),
     ({"members": [{"corpus": "kjv", "idz": []}]}, "a group needs"),
     ({"members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/9"]}]}, "unknown kjv ids"),
     ({"members": [{"corpus": "kjv", "options": {"unit": "chapter"}, "patterns": ["kjv/chapter/Ruth/*"],
-                   "count": 9}]}, "count 9 > 4"),
+                   "count": 9, "seed": 0}]}, "count 9 > 4"),
     ({"nonmembers": [{"corpus": "kjv", "options": {"unit": "chapter"}, "ids": ["kjv/chapter/Ruth/1"]}]},
      "both member and nonmember"),
 ])
@@ -72,15 +81,43 @@ def test_bad_family_files_are_one_line_config_errors(tmp_path, patch, match):
         load_family("nope", tmp_path)
 
 
+def test_a_family_file_writes_every_key(tmp_path):
+    """No key of a family file has a default in code: leaving one out is refused in one line that names it."""
+    import dataclasses
+
+    from memlab.models.zoo_spec import InitFrom, SplitRule, TokenizerRecipe, TrainRecipe, ZooFamily
+
+    for cls in (ZooFamily, TrainRecipe, TokenizerRecipe, SplitRule, InitFrom):
+        assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                   for f in dataclasses.fields(cls)), cls
+    _write(tmp_path, "base", BASE)
+    full = yaml.safe_load((tmp_path / "base.yaml").read_text())
+    for key in ("split", "train_by_size", "minutes", "tokenizer"):
+        (tmp_path / "base.yaml").write_text(yaml.safe_dump({k: v for k, v in full.items() if k != key}))
+        with pytest.raises(ConfigError, match=rf"missing keys \['{key}'\]") as err:
+            load_family("base", tmp_path, tmp_path / "models")
+        assert "\n" not in str(err.value)
+    # a member group says its weight; a continued family inherits its parent's tokenizer, so it writes null
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump({**full, "members": [
+        {k: v for k, v in g.items() if k != "weight"} for g in full["members"]]}))
+    with pytest.raises(ConfigError, match="says its `weight`"):
+        load_family("base", tmp_path, tmp_path / "models")
+    _write(tmp_path, "base", BASE)
+    _write(tmp_path, "child", {"name": "child", "init_from": {"family": "base", "epoch": 1}, "members": BASE["members"],
+                               "tokenizer": BASE["tokenizer"]})
+    with pytest.raises(ConfigError, match="`tokenizer` must be null"):
+        load_family("child", tmp_path, tmp_path / "models")
+
+
 def test_selection_patterns_exclude_and_seeded_count():
     g = {"corpus": "kjv", "options": {"unit": "chapter"}, "patterns": ["kjv/chapter/Ruth/*", "kjv/chapter/Jonah/*"],
          "exclude": ["kjv/chapter/Jonah/4"], "count": 5, "seed": 3}
-    a, b = select_group(g, 0), select_group(g, 0)
+    a, b = select_group(g, set(), "t"), select_group(g, set(), "t")
     assert [d.id for d in a] == [d.id for d in b] and len(a) == 5
     assert "kjv/chapter/Jonah/4" not in {d.id for d in a}
-    c = select_group({**g, "seed": 4}, 0)
+    c = select_group({**g, "seed": 4}, set(), "t")
     assert {d.id for d in c} != {d.id for d in a}
-    assert select_group({**g, "count": None}, 0, exclude_ids={"kjv/chapter/Ruth/1"})[0].id == "kjv/chapter/Ruth/2"
+    assert select_group({**g, "count": None}, {"kjv/chapter/Ruth/1"}, "t")[0].id == "kjv/chapter/Ruth/2"
 
 
 def test_build_cli_builds_missing_skips_done_and_init_from(tmp_path, capsys):

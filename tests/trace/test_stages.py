@@ -13,7 +13,8 @@ from memlab.methods.trace.stages import mixture_weights, stage_specs
 from .conftest import make_corpus
 
 ARCH = dict(hidden=32, layers=1, heads=2, ffn=64)
-TRAIN = dict(vocab_size=300, epochs=1, seq_len=32, batch_size=4)
+TRAIN = dict(vocab_size=300, epochs=1, seq_len=32, batch_size=4, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
+             weight_decay=0.0, seed=0, threads=1)
 
 
 def corpora():

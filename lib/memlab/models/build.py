@@ -45,6 +45,10 @@ def _family_task(family: str, size: str, zoo: str, out: str) -> str:
             f"final loss {log[-1]['loss']:.3f}")
 
 
+def _parent_name(fam) -> str | None:
+    return fam.recipe.init_from.family if fam.recipe.init_from else None
+
+
 def plan(zoo: str, out: str, only: list[str] | None, convert: bool) -> list[list[tuple]]:
     """Waves of tasks; every task in a wave only depends on earlier waves."""
     from memlab.models.convert import SOURCES, is_converted
@@ -63,19 +67,19 @@ def plan(zoo: str, out: str, only: list[str] | None, convert: bool) -> list[list
     pending = {n: load_family(n, zoo, out) for n in families if wanted(n)}
     # families that init_from another family must wait for it (it is built too, even if not in --only)
     for fam in list(pending.values()):
-        src = (fam.cfg.get("init_from") or {}).get("family")
+        src = _parent_name(fam)
         while src and src not in pending:
             pending[src] = load_family(src, zoo, out)
-            src = (pending[src].cfg.get("init_from") or {}).get("family")
+            src = _parent_name(pending[src])
     for fam in pending.values():  # split hygiene first: a bad split stops the build before any training
         fam.check_split()
     while pending:
-        ready = [f for f in pending.values() if (f.cfg.get("init_from") or {}).get("family") in (None, *done)]
+        ready = [f for f in pending.values() if _parent_name(f) in (None, *done)]
         if not ready:
             raise ConfigError(f"zoo: init_from cycle among {', '.join(pending)}")
         wave = waves[0] if len(waves) == 1 and not done else []
         for fam in ready:
-            parent = (fam.cfg.get("init_from") or {}).get("family")
+            parent = _parent_name(fam)
             # a family continued from one being rebuilt is stale too, whatever its own records say
             todo = fam.sizes if parent in rebuilt else [s for s in fam.sizes if not fam.is_built(s)]
             wave.extend(("family", fam.name, s) for s in todo)

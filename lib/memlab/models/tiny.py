@@ -33,7 +33,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -60,6 +60,11 @@ class Arch:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
 
 
+# A model continued from another (``init_from``) inherits its parent's tokenizer and trains none; its spec records
+# (and hashes) these values for the tokenizer settings, as every such model built since the zoo began has.
+INHERITED_TOKENIZER = {"vocab_size": 2048, "tokenizer_on": "members"}
+
+
 @dataclass
 class TrainSpec:
     """Everything that determines a trained model (hashing it names the model in caches).
@@ -72,20 +77,20 @@ class TrainSpec:
     member_groups: list[tuple[list[Document], float]]
     nonmembers: list[Document]
     arch: Arch | None
-    vocab_size: int = 2048
-    epochs: int = 10
-    seq_len: int = 128
-    batch_size: int = 8
-    lr: float = 3e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 10
-    weight_decay: float = 0.0
-    seed: int = 0
-    threads: int = 1
-    init_from: str | None = None
-    tokenizer_on: str = "members"  # "members" | "all" (members + nonmembers)
-    meta: dict = field(default_factory=dict)
-    record: dict = field(default_factory=dict)  # extra membership.json keys (lineage, split hygiene); not hashed
+    vocab_size: int
+    tokenizer_on: str              # "members" | "all" (members + nonmembers)
+    epochs: int
+    seq_len: int
+    batch_size: int
+    lr: float
+    min_lr_ratio: float
+    warmup_steps: int
+    weight_decay: float
+    seed: int
+    threads: int
+    init_from: str | None          # None: trained from scratch
+    meta: dict                     # what the model is (family, size ...): recorded, not hashed
+    record: dict                   # extra membership.json keys (lineage, split hygiene); not hashed
 
     @property
     def members(self) -> list[Document]:

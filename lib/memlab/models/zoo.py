@@ -1,7 +1,8 @@
 """Tiny-model families: declared one per YAML file in ``conf/zoo/<family>.yaml``, built into
 ``models/tiny-neox/<family>/<size>/`` (layout: :mod:`memlab.models.tiny`).
 
-Family file format (every key except ``members`` and ``sizes`` has a default)::
+Family file format (every key is written in the file; the typed form is :class:`memlab.models.zoo_spec.ZooFamily`,
+with no default in code)::
 
     name: kjv                    # = the file name; folder models/tiny-neox/<name>/
     description: one line
@@ -12,22 +13,23 @@ Family file format (every key except ``members`` and ``sizes`` has a default)::
         patterns: ["kjv/chapter/Ruth/*"]   # fnmatch patterns on ids, and/or nothing (= the whole corpus)
         exclude: [...]           # ids or patterns removed from the selection
         count: 10                # optional: a seeded random sample of this many of the selected docs
-        seed: 0                  # seed of that sample (default: train.seed)
-        weight: 1.0              # mixture weight = passes over this group per epoch (members only)
+        seed: 0                  # the seed of that sample (required with count)
+        weight: 1.0              # mixture weight = passes over this group per epoch (every member group)
     nonmembers:                  # same group format (no weight); member ids are always excluded
       - {corpus: kjv, options: {unit: book}, ids: [kjv/book/Micah]}
-    tokenizer: {vocab_size: 2048, train_on: members}   # members | all (members + nonmembers)
-    sizes:                       # >= 1 named sizes (3 for size sweeps): GPT-NeoX shapes
+    tokenizer: {vocab_size: 2048, train_on: members}   # members | all (members + nonmembers); null when
+                                 # init_from is set (the parent's tokenizer is inherited)
+    sizes:                       # >= 1 named sizes (3 for size sweeps): GPT-NeoX shapes; null = the parent's
       s: {hidden: 64, layers: 2, heads: 2, ffn: 256}
     train: {epochs: 10, seq_len: 128, batch_size: 8, lr: 3.0e-3, min_lr_ratio: 0.1, warmup_steps: 10,
             weight_decay: 0.0, seed: 0, threads: 1}
-    train_by_size:               # optional per-size overrides of `train` (any key but epochs), part of
+    train_by_size:               # per-size overrides of `train` (any key but epochs; {} for none), part of
       l: {lr: 1.5e-3}            # the spec fingerprint: sizes trained to comparable final loss
     init_from: null              # or {family: kjv, epoch: final}: continue training each size from that
                                  # family's same-named size (its weights, architecture and tokenizer);
                                  # ``epoch`` = an int or "final"; ``size`` pins one source size for all.
-    split: {max_shared_8gram: 0.05}   # split-hygiene limit (default 0.05), see below
-    minutes: 4.3                 # optional: the build's measured wall minutes, a scheduling hint for
+    split: {max_shared_8gram: 0.05}   # split-hygiene limit, see below
+    minutes: 4.3                 # the build's measured wall minutes (or null), a scheduling hint for
                                  # `make reproduce` (memlab.reproduce); no effect on the models
 
 Split hygiene (checked by every build before any training, :meth:`Family.check_split`): for each non-member
@@ -35,7 +37,7 @@ the *shared word n-gram fraction* (:mod:`memlab.data.overlap`; n = 6 and 8) agai
 training text — its members and the members of every family it continues from via ``init_from``,
 recursively — is written to each size's ``membership.json`` (``nonmember_overlap``), with the closest
 training document; a non-member whose 8-gram fraction exceeds ``split.max_shared_8gram`` stops the build
-with one line naming it, its closest training document and the fraction. The default 0.05 was set from the
+with one line naming it, its closest training document and the fraction. The limit 0.05 was set from the
 measured maxima of every family in conf/zoo (clean families: <= 0.009 shared 8-grams; the near copy Psalm 53
 of member Psalm 14: 0.28). ``membership.json`` also lists the ancestors' members (``lineage``) and
 ``training_ids`` (= :meth:`Family.training_ids`), so a fine-tuned model's ground truth is complete.
@@ -51,7 +53,8 @@ API::
     fam.lineage()                   # [Family, ...]: the families it continues from, nearest first
     fam.training_ids()              # every document id any of its models was trained on (lineage included)
     fam.split_overlap()             # {nonmember id: Overlap(ngram6, ngram8, closest)}; fam.check_split()
-    fam.train_for("l")              # the size's training settings (train + train_by_size)
+    fam.recipe                      # the typed family file (memlab.models.zoo_spec.ZooFamily)
+    fam.train_for("l")              # the size's training settings (train + train_by_size), a TrainRecipe
     fam.final_loss("l")             # mean training loss of the size's last epoch (train_log.jsonl)
 """
 
@@ -67,16 +70,11 @@ from pathlib import Path
 from memlab.config import repo_root
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
+from memlab.models.zoo_spec import TrainRecipe, ZooFamily, parse_family
 
 REPO_ROOT = repo_root()
 ZOO_DIR = REPO_ROOT / "conf" / "zoo"
 MODELS_DIR = REPO_ROOT / "models"
-TRAIN_DEFAULTS = dict(epochs=10, seq_len=128, batch_size=8, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
-                      weight_decay=0.0, seed=0, threads=1)
-_GROUP_KEYS = {"corpus", "options", "ids", "patterns", "exclude", "count", "seed", "weight"}
-_TOP_KEYS = {"name", "description", "members", "nonmembers", "tokenizer", "sizes", "train", "train_by_size",
-             "init_from", "split", "minutes"}
-SPLIT_DEFAULTS = dict(max_shared_8gram=0.05)
 
 
 def family_files(zoo_dir: str | Path = ZOO_DIR) -> dict[str, Path]:
@@ -87,16 +85,12 @@ def _match(doc_id: str, pats: list[str]) -> bool:
     return any(doc_id == p or fnmatch.fnmatchcase(doc_id, p) for p in pats)
 
 
-def select_group(group: dict, default_seed: int, exclude_ids: set[str] = frozenset(),
-                 family: str = "?") -> list[Document]:
-    """Documents of one selection group (see module docstring), in a deterministic order."""
+def select_group(group, exclude_ids: set[str], family: str) -> list[Document]:
+    """Documents of one selection group (see module docstring; checked by :func:`zoo_spec.parse_family`), in a
+    deterministic order."""
     from memlab.data.corpora import load_corpus
 
-    unknown = set(group) - _GROUP_KEYS
-    if unknown or "corpus" not in group:
-        raise ConfigError(f"zoo family {family!r}: a group needs `corpus` and only {sorted(_GROUP_KEYS)}; "
-                          f"got {sorted(group)}")
-    docs = load_corpus(group["corpus"], **dict(group.get("options") or {}))
+    docs = load_corpus(group["corpus"], **dict(group["options"] or {}))
     by_id = {d.id: d for d in docs}
     ids, pats = list(group.get("ids") or []), list(group.get("patterns") or [])
     missing = [i for i in ids if i not in by_id]
@@ -112,7 +106,7 @@ def select_group(group: dict, default_seed: int, exclude_ids: set[str] = frozens
         n = int(group["count"])
         if n > len(chosen):
             raise ConfigError(f"zoo family {family!r}: count {n} > {len(chosen)} available documents")
-        rng = random.Random(int(group.get("seed", default_seed)))
+        rng = random.Random(int(group["seed"]))
         keep = set(rng.sample(range(len(chosen)), n))
         chosen = [d for i, d in enumerate(chosen) if i in keep]
     return chosen
@@ -123,41 +117,42 @@ class Family:
     """One family of tiny models sharing members, nonmembers and tokenizer (see module docstring)."""
 
     name: str
-    cfg: dict
-    models_dir: Path = MODELS_DIR
-    zoo_dir: Path = ZOO_DIR
+    recipe: ZooFamily
+    models_dir: Path
+    zoo_dir: Path
     _groups: list | None = field(default=None, repr=False)
 
     @property
     def root(self) -> Path:
         return self.models_dir / "tiny-neox" / self.name
 
-    @property
-    def sizes(self) -> list[str]:
-        return list(self.cfg["sizes"])
+    @cached_property
+    def shapes(self) -> dict:
+        """{size: its GPT-NeoX shape}: the family's own, or (``sizes: null``) the family it continues from."""
+        if self.recipe.sizes is not None:
+            return dict(self.recipe.sizes)
+        return self.parent().shapes
 
     @property
-    def train_cfg(self) -> dict:
-        return {**TRAIN_DEFAULTS, **(self.cfg.get("train") or {})}
+    def sizes(self) -> list[str]:
+        return list(self.shapes)
 
     @property
     def epochs(self) -> int:
-        return int(self.train_cfg["epochs"])
+        return self.recipe.train.epochs
 
-    def train_for(self, size: str) -> dict:
-        """Training settings of ``size``: ``train`` (with defaults) overridden by ``train_by_size[size]``."""
-        by_size = self.cfg.get("train_by_size") or {}
-        unknown = set(by_size) - set(self.cfg["sizes"])
+    def parent(self) -> "Family | None":
+        """The family this one continues from (``init_from``), or None."""
+        init = self.recipe.init_from
+        return load_family(init.family, self.zoo_dir, self.models_dir) if init else None
+
+    def train_for(self, size: str) -> TrainRecipe:
+        """Training settings of ``size``: ``train`` overridden by ``train_by_size[size]``."""
+        unknown = set(self.recipe.train_by_size) - set(self.sizes)
         if unknown:
             raise ConfigError(f"zoo family {self.name!r}: train_by_size names unknown sizes {sorted(unknown)}; "
                               f"sizes: {', '.join(self.sizes)}")
-        over = dict(by_size.get(size) or {})
-        bad = set(over) - (set(TRAIN_DEFAULTS) - {"epochs"})
-        if bad:
-            raise ConfigError(f"zoo family {self.name!r}: train_by_size.{size} may set "
-                              f"{sorted(set(TRAIN_DEFAULTS) - {'epochs'})} (epochs are shared by every size); "
-                              f"got {sorted(bad)}")
-        return {**self.train_cfg, **over}
+        return self.recipe.train_for(size)
 
     def final_loss(self, size: str) -> float:
         """Mean training loss over the last epoch of ``size`` (its train_log.jsonl; raises if not built)."""
@@ -179,8 +174,8 @@ class Family:
         """The families this one continues from (``init_from``, recursively), nearest first."""
         out: list[Family] = []
         fam: Family = self
-        while (fam.cfg.get("init_from") or {}).get("family"):
-            fam = load_family(fam.cfg["init_from"]["family"], self.zoo_dir, self.models_dir)
+        while fam.recipe.init_from is not None:
+            fam = fam.parent()
             if fam.name == self.name or fam.name in {f.name for f in out}:
                 raise ConfigError(f"zoo: init_from cycle through {fam.name!r}")
             out.append(fam)
@@ -198,14 +193,6 @@ class Family:
         """Ids of :meth:`training_docs` (the complete ground truth of a fine-tuned model)."""
         return [d.id for d in self.training_docs()]
 
-    @property
-    def split_cfg(self) -> dict:
-        cfg = {**SPLIT_DEFAULTS, **(self.cfg.get("split") or {})}
-        if set(cfg) != set(SPLIT_DEFAULTS):
-            raise ConfigError(f"zoo family {self.name!r}: `split` takes only {sorted(SPLIT_DEFAULTS)}; "
-                              f"got {sorted(self.cfg.get('split') or {})}")
-        return cfg
-
     @cached_property
     def _overlap(self) -> dict:
         from memlab.data.overlap import NgramIndex
@@ -219,7 +206,7 @@ class Family:
 
     def check_split(self) -> dict:
         """Refuse (one-line ConfigError) a non-member above ``split.max_shared_8gram``; returns the overlaps."""
-        limit = float(self.split_cfg["max_shared_8gram"])
+        limit = self.recipe.split.max_shared_8gram
         over = self.split_overlap()
         bad = sorted(((o.ngram8, i) for i, o in over.items() if o.ngram8 > limit), reverse=True)
         if bad:
@@ -240,13 +227,13 @@ class Family:
             "lineage": [{"family": f.name, "members": [d.id for d in f.members],
                          "sha256": {d.id: d.sha256 for d in f.members}} for f in self.lineage()],
             "training_ids": self.training_ids(),
-            "split": {"metric": METRIC, "reference": "training_ids", **self.split_cfg},
+            "split": {"metric": METRIC, "reference": "training_ids", **dataclasses.asdict(self.recipe.split)},
             "nonmember_overlap": {i: {"ngram6": round(o.ngram6, 6), "ngram8": round(o.ngram8, 6),
                                       "closest_member": o.closest} for i, o in self.split_overlap().items()},
         }
 
     def model_dir(self, size: str) -> Path:
-        if size not in self.cfg["sizes"]:
+        if size not in self.shapes:
             raise ConfigError(f"zoo family {self.name!r} has no size {size!r}; sizes: {', '.join(self.sizes)}")
         return self.root / size
 
@@ -289,11 +276,10 @@ class Family:
     # ---- data ---------------------------------------------------------------------------------------
     def member_groups(self) -> list[tuple[list[Document], float]]:
         if self._groups is None:
-            seed = int(self.train_cfg["seed"])
             groups = []
-            for g in self.cfg.get("members") or []:
-                docs = [dataclasses.replace(d, split="member") for d in select_group(g, seed, family=self.name)]
-                groups.append((docs, float(g.get("weight", 1.0))))
+            for g in self.recipe.members:
+                docs = [dataclasses.replace(d, split="member") for d in select_group(g, set(), self.name)]
+                groups.append((docs, float(g["weight"])))
             if not groups or not any(docs for docs, _ in groups):
                 raise ConfigError(f"zoo family {self.name!r}: `members` selects no documents")
             self._groups = groups
@@ -310,37 +296,34 @@ class Family:
     @cached_property
     def nonmembers(self) -> list[Document]:
         member_ids = {d.id for d in self.members}
-        seed = int(self.train_cfg["seed"])
         out: dict[str, Document] = {}
-        for g in self.cfg.get("nonmembers") or []:
+        for g in self.recipe.nonmembers:
             if set(g.get("ids") or []) & member_ids:
                 raise ConfigError(f"zoo family {self.name!r}: ids listed as both member and nonmember: "
                                   f"{sorted(set(g['ids']) & member_ids)[:3]}")
-            for d in select_group(g, seed, exclude_ids=member_ids, family=self.name):
+            for d in select_group(g, member_ids, self.name):
                 out.setdefault(d.id, dataclasses.replace(d, split="nonmember"))
         return list(out.values())
 
     # ---- training -----------------------------------------------------------------------------------
     def init_dir(self, size: str) -> str | None:
-        init = self.cfg.get("init_from")
-        if not init:
+        init = self.recipe.init_from
+        if init is None:
             return None
-        src = load_family(init["family"], self.zoo_dir, self.models_dir)
-        return str(src.checkpoint(init.get("size", size), init.get("epoch", "final")))
+        return str(self.parent().checkpoint(init.size or size, init.epoch))
 
     def spec(self, size: str):
-        from memlab.models.tiny import Arch, TrainSpec
+        from memlab.models.tiny import INHERITED_TOKENIZER, Arch, TrainSpec
 
         t = self.train_for(size)
-        tok = self.cfg.get("tokenizer") or {}
+        tok = self.recipe.tokenizer
+        tokenizer = INHERITED_TOKENIZER if tok is None else {"vocab_size": tok.vocab_size, "tokenizer_on": tok.train_on}
         init = self.init_dir(size)
-        arch = None if init else Arch(**{k: int(v) for k, v in self.cfg["sizes"][size].items()})
-        return TrainSpec(member_groups=self.member_groups(), nonmembers=self.nonmembers, arch=arch,
-                         vocab_size=int(tok.get("vocab_size", 2048)), tokenizer_on=tok.get("train_on", "members"),
-                         epochs=int(t["epochs"]), seq_len=int(t["seq_len"]), batch_size=int(t["batch_size"]),
-                         lr=float(t["lr"]), min_lr_ratio=float(t["min_lr_ratio"]),
-                         warmup_steps=int(t["warmup_steps"]), weight_decay=float(t["weight_decay"]),
-                         seed=int(t["seed"]), threads=int(t["threads"]), init_from=init,
+        arch = None if init else Arch(**{k: int(v) for k, v in self.shapes[size].items()})
+        return TrainSpec(member_groups=self.member_groups(), nonmembers=self.nonmembers, arch=arch, **tokenizer,
+                         epochs=int(t.epochs), seq_len=int(t.seq_len), batch_size=int(t.batch_size), lr=float(t.lr),
+                         min_lr_ratio=float(t.min_lr_ratio), warmup_steps=int(t.warmup_steps),
+                         weight_decay=float(t.weight_decay), seed=int(t.seed), threads=int(t.threads), init_from=init,
                          meta={"family": self.name, "size": size}, record=self.membership_extra())
 
     def build(self, size: str, progress: bool = True) -> Path:
@@ -404,17 +387,8 @@ def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path
     files = family_files(zoo_dir)
     if name not in files:
         raise ConfigError(f"unknown zoo family {name!r}; families in {zoo_dir}: {', '.join(files) or 'none'}")
-    cfg = read_yaml(files[name]) or {}
-    unknown = set(cfg) - _TOP_KEYS
-    if unknown:
-        raise ConfigError(f"zoo family {name!r}: unknown keys {sorted(unknown)}; allowed: {sorted(_TOP_KEYS)}")
-    if cfg.get("name", name) != name:
-        raise ConfigError(f"zoo family file {files[name].name}: `name` must equal the file name ({name!r})")
-    if not cfg.get("sizes") and not cfg.get("init_from"):
-        raise ConfigError(f"zoo family {name!r}: `sizes` is required (e.g. s: {{hidden: 64, layers: 2, heads: 2, ffn: 256}})")
-    if cfg.get("init_from") and not cfg.get("sizes"):
-        src = read_yaml(files[cfg["init_from"]["family"]]) if cfg["init_from"]["family"] in files else None
-        if src is None:
-            raise ConfigError(f"zoo family {name!r}: init_from names unknown family {cfg['init_from']['family']!r}")
-        cfg["sizes"] = dict(src["sizes"])
-    return Family(name=name, cfg=cfg, models_dir=Path(models_dir), zoo_dir=Path(zoo_dir))
+    recipe = parse_family(name, read_yaml(files[name]) or {}, files[name].name)
+    if recipe.init_from is not None and recipe.init_from.family not in files:
+        raise ConfigError(f"zoo family {name!r}: init_from names unknown family {recipe.init_from.family!r}; "
+                          f"families in {zoo_dir}: {', '.join(files)}")
+    return Family(name=name, recipe=recipe, models_dir=Path(models_dir), zoo_dir=Path(zoo_dir))
