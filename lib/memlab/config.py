@@ -32,6 +32,25 @@ if not OmegaConf.has_resolver("memlab_root"):
     OmegaConf.register_new_resolver("memlab_root", lambda: str(repo_root()))
 
 
+def _zoo_checkpoint(models_dir, family, size, epoch) -> str:
+    from memlab.models.zoo import checkpoint_dir
+
+    return str(checkpoint_dir(models_dir, str(family), str(size), epoch))
+
+
+def _zoo_membership(models_dir, family, size) -> str:
+    from memlab.models.zoo import family_dir
+
+    return str(family_dir(models_dir, str(family)) / str(size) / "membership.json")
+
+
+# a config names a zoo checkpoint by (family, size, epoch), never by its folder: ${zoo_checkpoint:${paths.models},kjv,
+# m,final}; ${zoo_membership:${paths.models},kjv,m} is that size's membership.json (memlab.models.zoo's layout)
+for _name, _fn in (("zoo_checkpoint", _zoo_checkpoint), ("zoo_membership", _zoo_membership)):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn)
+
+
 def to_plain(node):
     """A config node (OmegaConf or plain) as fresh plain dicts/lists, interpolations resolved — the one
     config-to-dict helper; the caller may change the result without touching the config."""

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -176,6 +177,8 @@ def _location(node: Mapping[str, Any]) -> str:
 # params.zoo_families)
 MODEL_KEYS = ("model", "models", "llm")
 FAMILY_KEYS = ("family", "zoo_families")
+# a preset naming a zoo checkpoint (memlab.config's resolver): its family is the first argument after the models folder
+ZOO_CHECKPOINT = re.compile(r"^\$\{zoo_checkpoint:\$\{paths\.models\},\s*([^,}\s]+)")
 # the `requires` keys derived from the config: an experiment file naming one is refused (no second, unchecked list)
 DERIVED_REQUIRES = ("models",)
 
@@ -195,12 +198,13 @@ def _zoo_lineage(family: str, zoo: Path) -> list[str]:
 
 def _preset_weights(preset: str, zoo: Path) -> list[str]:
     """The pipeline output holding a conf/model preset's weights (``path: ${paths.models}/<name>`` →
-    ``models/<name>``; a zoo checkpoint ``${paths.models}/tiny-neox/<family>/…`` → that family and its lineage); none
+    ``models/<name>``; a zoo checkpoint ``${zoo_checkpoint:${paths.models},<family>,…}`` → that family and its lineage); none
     for hub ids and served models."""
     path = str((read_yaml(CONF_DIR / "model" / f"{preset}.yaml") or {}).get("path") or "")
+    checkpoint = ZOO_CHECKPOINT.match(path)
+    if checkpoint:
+        return [f"models/tiny-neox/{f}" for f in _zoo_lineage(checkpoint.group(1), zoo)]
     rel = path.removeprefix("${paths.models}/").strip("/").split("/") if path.startswith("${paths.models}/") else []
-    if rel[:1] == ["tiny-neox"] and len(rel) >= 2:
-        return [f"models/tiny-neox/{f}" for f in _zoo_lineage(rel[1], zoo)]
     return [f"models/{rel[0]}"] if rel and rel[0] else []
 
 

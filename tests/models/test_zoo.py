@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -155,3 +156,21 @@ def test_build_cli_builds_missing_skips_done_and_init_from(tmp_path, capsys):
     assert sorted(load_family("base", zoo, models).checkpoints("a")) == [1]
     with pytest.raises(ConfigError, match="not a model or family"):
         main.__wrapped__(["--zoo", str(zoo), "--out", str(models), "--only", "nope"])
+
+
+def test_configs_name_checkpoints_by_family_size_and_epoch_never_by_folder(repo_root):
+    """The zoo's folder layout is written once (zoo.checkpoint_dir): config files name a checkpoint by (family, size,
+    epoch) through memlab.config's resolvers, and get the folder Family opens."""
+    import re
+
+    from memlab.config import compose
+    from memlab.models.zoo import checkpoint_dir
+
+    written = [f"{p.relative_to(repo_root)}:{i}" for p in sorted((repo_root / "conf").rglob("*.yaml"))
+               for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"tiny-neox/\w", line.split("#")[0])]
+    assert not written, f"hand-written zoo folders: {written}"
+    cfg = compose("recap_table3")
+    kjv = load_family("kjv", cfg.paths.zoo, cfg.paths.models)
+    assert cfg.model.path == str(checkpoint_dir(cfg.paths.models, "kjv", "m", "final")) == str(kjv.model_dir("m") / "final")
+    assert cfg.method.targets["tiny-neox-kjv"].membership.file == str(kjv.model_dir("m") / "membership.json")
+    assert checkpoint_dir("/z", "kjv", "s", 3) == Path("/z/tiny-neox/kjv/s/epoch-003")

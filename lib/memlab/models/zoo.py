@@ -124,7 +124,7 @@ class Family:
 
     @property
     def root(self) -> Path:
-        return self.models_dir / "tiny-neox" / self.name
+        return family_dir(self.models_dir, self.name)
 
     @cached_property
     def shapes(self) -> dict:
@@ -235,12 +235,12 @@ class Family:
     def model_dir(self, size: str) -> Path:
         if size not in self.shapes:
             raise ConfigError(f"zoo family {self.name!r} has no size {size!r}; sizes: {', '.join(self.sizes)}")
-        return self.root / size
+        return family_dir(self.models_dir, self.name) / size
 
     def checkpoint(self, size: str, epoch: int | str = "final") -> Path:
         """HF folder of ``size`` after ``epoch`` (1-based) or "final"; raises if not built."""
-        d = self.model_dir(size)
-        path = d / "final" if epoch in ("final", None) else d / f"epoch-{int(epoch):03d}"
+        self.model_dir(size)   # refuses an unknown size
+        path = checkpoint_dir(self.models_dir, self.name, size, epoch)
         if epoch not in ("final", None) and not 1 <= int(epoch) <= self.epochs:
             raise ConfigError(f"zoo family {self.name!r}: epoch must be 1..{self.epochs}, got {epoch}")
         if not (path / "config.json").exists():
@@ -374,6 +374,18 @@ class Family:
             path = str(self.checkpoint(size, epoch))
         return {**dict(template), "name": checkpoint_name(self.name, size, epoch), "path": path, "gguf_file": None,
                 "revision": "auto"}
+
+
+def family_dir(models_dir: str | Path, family: str) -> Path:
+    """``<models>/tiny-neox/<family>``: where a family's sizes, tokenizer and records live."""
+    return Path(models_dir) / "tiny-neox" / family
+
+
+def checkpoint_dir(models_dir: str | Path, family: str, size: str, epoch: int | str | None) -> Path:
+    """The folder of ``family``'s ``size`` after ``epoch`` (1-based, or "final") — the zoo's layout, written only
+    here; config files name a checkpoint through the resolvers of :mod:`memlab.config` that call it."""
+    size_dir = family_dir(models_dir, family) / size
+    return size_dir / "final" if epoch in ("final", None) else size_dir / f"epoch-{int(epoch):03d}"
 
 
 def checkpoint_name(family: str, size: str, epoch: int | str | None) -> str:
