@@ -198,8 +198,8 @@ def _zoo_lineage(family: str, zoo: Path) -> list[str]:
 
 def _preset_weights(preset: str, zoo: Path) -> list[str]:
     """The pipeline output holding a conf/model preset's weights (``path: ${paths.models}/<name>`` →
-    ``models/<name>``; a zoo checkpoint ``${zoo_checkpoint:${paths.models},<family>,…}`` → that family and its lineage); none
-    for hub ids and served models."""
+    ``models/<name>``; a zoo checkpoint ``${zoo_checkpoint:${paths.models},<family>,…}`` → that family and its
+    lineage); none for hub ids and served models."""
     path = str((read_yaml(CONF_DIR / "model" / f"{preset}.yaml") or {}).get("path") or "")
     checkpoint = ZOO_CHECKPOINT.match(path)
     if checkpoint:

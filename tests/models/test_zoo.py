@@ -167,10 +167,12 @@ def test_configs_name_checkpoints_by_family_size_and_epoch_never_by_folder(repo_
     from memlab.models.zoo import checkpoint_dir
 
     written = [f"{p.relative_to(repo_root)}:{i}" for p in sorted((repo_root / "conf").rglob("*.yaml"))
-               for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"tiny-neox/\w", line.split("#")[0])]
+               for i, line in enumerate(p.read_text().splitlines(), 1)
+               if re.search(r"tiny-neox/\w", line.split("#")[0])]
     assert not written, f"hand-written zoo folders: {written}"
     cfg = compose("recap_table3")
     kjv = load_family("kjv", cfg.paths.zoo, cfg.paths.models)
-    assert cfg.model.path == str(checkpoint_dir(cfg.paths.models, "kjv", "m", "final")) == str(kjv.model_dir("m") / "final")
+    assert cfg.model.path == str(checkpoint_dir(cfg.paths.models, "kjv", "m", "final")) \
+        == str(kjv.model_dir("m") / "final")
     assert cfg.method.targets["tiny-neox-kjv"].membership.file == str(kjv.model_dir("m") / "membership.json")
     assert checkpoint_dir("/z", "kjv", "s", 3) == Path("/z/tiny-neox/kjv/s/epoch-003")
