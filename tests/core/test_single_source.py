@@ -126,12 +126,13 @@ def test_typed_method_settings_have_no_default_in_code(method):
     assert not with_default, f"defaults in code for settings of conf/method/{method}.yaml: {with_default}"
 
 
-# modules cleaned of signature defaults for method settings; each named with the method whose keys it must not default
-CLEANED = {"lib/memlab/methods/pearl/scores.py": "pearl", "lib/memlab/methods/pearl/tables.py": "pearl",
-           "lib/memlab/methods/trace/metrics.py": "trace", "lib/memlab/methods/trace/generation.py": "trace",
-           "lib/memlab/methods/pearl/study.py": "pearl", "lib/memlab/methods/trace/simpletrace.py": "trace",
-           "lib/memlab/methods/trace/config.py": "trace", "lib/memlab/methods/trace/study.py": "trace",
-           "lib/memlab/methods/pearl/tasks.py": "pearl", "lib/memlab/methods/trace/propme.py": "trace"}
+# every module of a method's code (lib/memlab/methods/<m>/, recursively), checked against the keys of its method
+# group and of its experiments' params (issue 30: "no literal default in lib/ for any key that exists in conf/")
+METHOD_MODULES = {str(p.relative_to(CONF_DIR.parent)): m for m in METHODS
+                  for p in sorted((CONF_DIR.parent / "lib" / "memlab" / "methods" / m).rglob("*.py"))}
+# the demo's modules (no method group): checked against its experiment's params
+METHOD_MODULES.update({f"lib/memlab/methods/{f}.py": "memorization_curve"
+                       for f in ("memorization_curve", "memorization_claims")})
 # a parameter named differently from its conf key (scores.sensitivity(mode) is method.sensitivity_mode)
 ALIASES = {"pearl": {"mode": "sensitivity_mode", "unit": "gfd_unit", "score": "decision_score"},
            "trace": {"min_words": "min_full_match_words", "eps": "propensity_eps"}}
@@ -150,15 +151,29 @@ def _signature_defaults(path: Path):
                 yield node.name, arg.arg, default
 
 
-@pytest.mark.parametrize("module", sorted(CLEANED))
-def test_cleaned_modules_default_no_method_setting(module):
+def _method_keys(method: str) -> set[str]:
+    group = CONF_DIR / "method" / f"{method}.yaml"
+    keys = {k.rsplit(".", 1)[-1] for k, _ in _leaves(_load(group))} if group.exists() else set()
+    for name, exp in _experiments().items():
+        if _method_of(exp) == method or name == method:
+            keys |= {k.rsplit(".", 1)[-1] for k, _ in _leaves(exp.get("params") or {})}
+    return keys
+
+
+def test_every_method_module_is_checked():
+    assert set(METHOD_MODULES.values()) == {*METHODS, "memorization_curve"}
+    assert "lib/memlab/methods/trace/index/__init__.py" in METHOD_MODULES   # sub-packages too
+
+
+@pytest.mark.parametrize("module", sorted(METHOD_MODULES))
+def test_method_modules_default_no_setting_of_conf(module):
     import ast
 
-    method = CLEANED[module]
-    keys = {k.rsplit(".", 1)[-1] for k, _ in _leaves(_load(CONF_DIR / "method" / f"{method}.yaml"))}
+    method = METHOD_MODULES[module]
+    keys = _method_keys(method)
     root = CONF_DIR.parent
     # a None default is "no override: the config's value" (TraceConfig.index(backend=None)), not a second value
     found = [f"{fn}({arg}=...)" for fn, arg, default in _signature_defaults(root / module)
-             if ALIASES[method].get(arg, arg) in keys
+             if ALIASES.get(method, {}).get(arg, arg) in keys
              and not (isinstance(default, ast.Constant) and default.value is None)]
-    assert not found, f"{module}: literal defaults for conf/method/{method}.yaml keys: {found}"
+    assert not found, f"{module}: literal defaults for keys of conf/method/{method}.yaml or its experiments: {found}"

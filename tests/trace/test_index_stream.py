@@ -45,7 +45,8 @@ def big_corpus():
 @pytest.mark.parametrize("workers,piece_cache", [(1, True), (2, True), (2, False)])
 def test_streamed_build_equals_former_build(big_corpus, tokenizer, tmp_path, monkeypatch, workers, piece_cache):
     monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)  # dozens of chunks, so the pool is used
-    index = build_index(iter(big_corpus), tokenizer, tmp_path / "sa", tokenize_workers=workers, piece_cache=piece_cache)
+    index = build_index(iter(big_corpus), tokenizer, tmp_path / "sa", tokenize_workers=workers, piece_cache=piece_cache,
+                        backend="suffix_array")
     want = _former_build(big_corpus, tokenizer)
     for name, arr in want.items():
         got = np.load(index.path / name)
@@ -88,14 +89,14 @@ def test_repeated_id_in_a_later_chunk_is_named(big_corpus, tokenizer, tmp_path, 
     monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)
     docs = big_corpus + [type(big_corpus[0])(id=big_corpus[5].id, text="another text", source="x", licence="x")]
     with pytest.raises(MemlabError, match=f"not unique \\({big_corpus[5].id!r} comes twice\\)"):
-        build_index(iter(docs), tokenizer, tmp_path / "ix", tokenize_workers=2)
+        build_index(iter(docs), tokenizer, tmp_path / "ix", tokenize_workers=2, backend="suffix_array")
     assert not (tmp_path / "ix").exists()
 
 
 def test_same_corpus_gives_byte_identical_index(big_corpus, tokenizer, tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)
-    a = build_index(big_corpus, tokenizer, tmp_path / "a", tokenize_workers=2)
-    b = build_index(big_corpus, tokenizer, tmp_path / "b", tokenize_workers=1)
+    a = build_index(big_corpus, tokenizer, tmp_path / "a", tokenize_workers=2, backend="suffix_array")
+    b = build_index(big_corpus, tokenizer, tmp_path / "b", tokenize_workers=1, backend="suffix_array")
     files = sorted(p.name for p in a.path.iterdir())
     assert files == sorted(p.name for p in b.path.iterdir())
     for name in files:
@@ -106,7 +107,7 @@ def test_same_corpus_gives_byte_identical_index(big_corpus, tokenizer, tmp_path,
 
 
 def test_infini_gram_token_shards_answer_like_the_suffix_array(big_corpus, tokenizer, tmp_path):
-    sa = build_index(big_corpus, tokenizer, tmp_path / "sa")
+    sa = build_index(big_corpus, tokenizer, tmp_path / "sa", backend="suffix_array")
     ig = build_index(iter(big_corpus), tokenizer, tmp_path / "ig", backend="infini_gram", shard_tokens=3000)
     # more than 10 shards: the engine opens tokenized.10 before tokenized.2, and document order must survive
     assert len(ig.meta["docs_per_shard"]) > 10 and sum(ig.meta["docs_per_shard"]) == len(big_corpus)

@@ -66,7 +66,8 @@ def test_prompt_sets_and_overlap_ordering(corpus, tokenizer, sa_index, tmp_path)
     tpl = tmp_path / "synthetic.txt"
     tpl.write_text("[generic]\nTell me about {topic}.\nA story of {topic}:\n[specific]\n"
                    "Quote the passage on {topic}:\n[topics]\nthe sea\nold towers\nbread\n")
-    sets = build_prompt_sets(tpl, corpus, tokenizer, n=12, seed=0, prefix_tokens=16)
+    sets = build_prompt_sets(tpl, corpus, tokenizer, n=12, seed=0, prefix_tokens=16, continuation_tokens=64,
+                             prefix_position="start")
     assert [len(v) for v in sets.values()] == [12, 12, 12]
     assert all(p.prompt_token_ids and p.reference_ids for p in sets["prefix"])
     # 16-token prefixes of this tiny tokenizer are a few words: below the experiments' 8-word full-match floor

@@ -102,12 +102,12 @@ def _token_grads(model, prompt: torch.Tensor, target: torch.Tensor) -> torch.Ten
 
 
 def gcg(model, target: Sequence[int], length: int, p: AcrParams, allowed: torch.Tensor,
-        gen: torch.Generator, start: Sequence[int] = ()) -> Search:
+        gen: torch.Generator, warm_start: Sequence[int]) -> Search:
     """GCG at one prompt length: stops at the first prompt whose greedy decoding reproduces ``target``. The
-    initial prompt is random tokens followed by ``start`` (the best prompt of the previous, shorter length)."""
+    initial prompt is random tokens followed by ``warm_start`` (the best prompt of the previous, shorter length)."""
     tgt = torch.tensor(list(target), dtype=torch.long)
-    start = torch.tensor(list(start)[-length:], dtype=torch.long)
-    prompt = torch.cat([allowed[torch.randint(len(allowed), (length - len(start),), generator=gen)], start])
+    tail = torch.tensor(list(warm_start)[-length:], dtype=torch.long)
+    prompt = torch.cat([allowed[torch.randint(len(allowed), (length - len(tail),), generator=gen)], tail])
     loss, exact = _score(model, prompt[None], tgt)
     if exact[0]:
         return Search(True, prompt.tolist(), length, float(loss[0]), 0)

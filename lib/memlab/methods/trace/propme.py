@@ -96,8 +96,8 @@ def template_prompts(path: str | Path, setting: str, n: int, seed: int) -> list[
     return out
 
 
-def prefix_prompts(docs: Sequence, tokenizer, n: int, seed: int, *, prefix_tokens: int = 32,
-                   continuation_tokens: int = 64, position: str = "start") -> list[Prompt]:
+def prefix_prompts(docs: Sequence, tokenizer, n: int, seed: int, *, prefix_tokens: int,
+                   continuation_tokens: int, position: str) -> list[Prompt]:
     """``n`` capability prompts cut from randomly drawn training documents (drawn without replacement
     while possible): ``prefix_tokens`` token ids, with the next ``continuation_tokens`` as reference.
 
@@ -130,8 +130,7 @@ def prefix_prompts(docs: Sequence, tokenizer, n: int, seed: int, *, prefix_token
 
 
 def build_prompt_sets(template_file: str | Path, docs: Sequence, tokenizer, *, n: int, seed: int,
-                      prefix_tokens: int = 32, continuation_tokens: int = 64,
-                      prefix_position: str = "start") -> dict[str, list[Prompt]]:
+                      prefix_tokens: int, continuation_tokens: int, prefix_position: str) -> dict[str, list[Prompt]]:
     return {
         "generic": template_prompts(template_file, "generic", n, seed),
         "specific": template_prompts(template_file, "specific", n, seed),

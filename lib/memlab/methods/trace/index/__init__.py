@@ -53,7 +53,7 @@ __all__ = ["BACKENDS", "FORMAT_VERSION", "ExternalInfiniGramIndex", "InfiniGramI
 
 # ------------------------------------------------------------------------------------- build / load
 
-def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str = "suffix_array",
+def build_index(docs, tokenizer, out_dir: str | Path, *, backend: str,
                 tokenizer_name: str | None = None, shards: int = 1, shard_tokens: int | None = None,
                 mem_gb: int = 2, overwrite: bool = False, tokenize_workers: int | None = None,
                 piece_cache: bool = True) -> TokenIndex:
