@@ -14,6 +14,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from memlab.errors import ConfigError
 from memlab.numerics import read_yaml  # noqa: F401 - a conf/ YAML file parsed once per process (issue 30)
+from memlab.models import layout
 
 
 def repo_root() -> Path:
@@ -33,19 +34,15 @@ if not OmegaConf.has_resolver("memlab_root"):
 
 
 def _zoo_checkpoint(models_dir, family, size, epoch) -> str:
-    from memlab.models.zoo import checkpoint_dir
-
-    return str(checkpoint_dir(models_dir, str(family), str(size), epoch))
+    return str(layout.checkpoint_dir(models_dir, str(family), str(size), epoch))
 
 
 def _zoo_membership(models_dir, family, size) -> str:
-    from memlab.models.zoo import family_dir
-
-    return str(family_dir(models_dir, str(family)) / str(size) / "membership.json")
+    return str(layout.membership_file(models_dir, str(family), str(size)))
 
 
 # a config names a zoo checkpoint by (family, size, epoch), never by its folder: ${zoo_checkpoint:${paths.models},kjv,
-# m,final}; ${zoo_membership:${paths.models},kjv,m} is that size's membership.json (memlab.models.zoo's layout)
+# m,final}; ${zoo_membership:${paths.models},kjv,m} is that size's membership.json (memlab.models.layout)
 for _name, _fn in (("zoo_checkpoint", _zoo_checkpoint), ("zoo_membership", _zoo_membership)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _fn)

@@ -232,22 +232,36 @@ def required_models(cfg: Mapping) -> list[str]:
     if derived:
         raise ConfigError(f"experiment {cfg.get('experiment_name')}: requires.{derived[0]} is derived from the config "
                           f"(memlab.model_use.required_models); remove it")
-    presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
     zoo = _zoo_dir(cfg)
-    families = {p.stem for p in zoo.glob("*.yaml")}
     out: list[str] = []
+    for key, name in named(cfg, {*MODEL_KEYS, *FAMILY_KEYS}):
+        if key in MODEL_KEYS and name in preset_names():
+            out.extend(_preset_weights(name, zoo))
+        elif key in FAMILY_KEYS and (zoo / f"{name}.yaml").exists():
+            out.extend(f"models/tiny-neox/{f}" for f in _zoo_lineage(name, zoo))
+    return list(dict.fromkeys(out))
 
-    def walk(node, key: str | None = None) -> None:
+
+def preset_names() -> set[str]:
+    """The conf/model presets (file stems)."""
+    return {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
+
+
+def named(cfg: Mapping, keys) -> list[tuple[str, str]]:
+    """(key, name) for every string a config's ``params``, ``method`` and top-level ``models`` hold under one of
+    ``keys`` (directly, or in a list under it), in the order the config names them — the one walk that finds the
+    presets and zoo families an experiment names (:data:`MODEL_KEYS`, :data:`FAMILY_KEYS`)."""
+    out: list[tuple[str, str]] = []
+
+    def walk(node, key: str | None) -> None:
         if isinstance(node, Mapping):
             for k, v in node.items():
                 walk(v, str(k))
         elif isinstance(node, (list, tuple)):
             for v in node:
                 walk(v, key)
-        elif isinstance(node, str) and key in MODEL_KEYS and node in presets:
-            out.extend(_preset_weights(node, zoo))
-        elif isinstance(node, str) and key in FAMILY_KEYS and node in families:
-            out.extend(f"models/tiny-neox/{f}" for f in _zoo_lineage(node, zoo))
+        elif isinstance(node, str) and key in keys:
+            out.append((key, node))
 
-    walk({"params": cfg.get("params"), "method": cfg.get("method"), "models": cfg.get("models")})
-    return list(dict.fromkeys(out))
+    walk({"params": cfg.get("params"), "method": cfg.get("method"), "models": cfg.get("models")}, None)
+    return out

@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 
 from memlab.config import CONF_DIR, experiment_names, repo_root, required_threads
 from memlab.errors import ConfigError, one_line_errors
-from memlab.model_use import MODEL_KEYS, required_models
+from memlab.model_use import MODEL_KEYS, named, preset_names, required_models
 from memlab.models.zoo import load_family
 
 # what every experiment runs through; everything else an experiment uses is found from its study module (`study`),
@@ -196,20 +196,11 @@ def paper_files(experiment: str) -> list[str]:
     return out
 
 
-def _preset_names(node, under_model_key: bool = False) -> set[str]:
-    presets = {p.stem for p in (CONF_DIR / "model").glob("*.yaml")}
-    if isinstance(node, dict):
-        return set().union(*(_preset_names(v, k in MODEL_KEYS) for k, v in node.items()))
-    if isinstance(node, list):
-        return set().union(*(_preset_names(v, under_model_key) for v in node))
-    return {node} if under_model_key and isinstance(node, str) and node in presets else set()
-
-
 def model_presets(raw: dict) -> list[str]:
     """The conf/model files an experiment opens by name beside its own ``model`` group: presets named in its
-    ``params``/``method`` or its ``models`` list (:data:`memlab.model_use.MODEL_KEYS`)."""
-    names = _preset_names({"params": raw.get("params"), "method": raw.get("method"), "models": raw.get("models")})
-    return sorted(f"conf/model/{n}.yaml" for n in names)
+    ``params``/``method`` or its ``models`` list (:func:`memlab.model_use.named`)."""
+    presets = preset_names()
+    return sorted({f"conf/model/{n}.yaml" for _, n in named(raw, MODEL_KEYS) if n in presets})
 
 
 def rule_module(experiment: str) -> list[str]:

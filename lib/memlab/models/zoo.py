@@ -70,6 +70,7 @@ from pathlib import Path
 from memlab.config import repo_root
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
+from memlab.models.layout import checkpoint_dir, family_dir
 from memlab.models.zoo_spec import TrainRecipe, ZooFamily, parse_family
 
 REPO_ROOT = repo_root()
@@ -374,18 +375,6 @@ class Family:
             path = str(self.checkpoint(size, epoch))
         return {**dict(template), "name": checkpoint_name(self.name, size, epoch), "path": path, "gguf_file": None,
                 "revision": "auto"}
-
-
-def family_dir(models_dir: str | Path, family: str) -> Path:
-    """``<models>/tiny-neox/<family>``: where a family's sizes, tokenizer and records live."""
-    return Path(models_dir) / "tiny-neox" / family
-
-
-def checkpoint_dir(models_dir: str | Path, family: str, size: str, epoch: int | str | None) -> Path:
-    """The folder of ``family``'s ``size`` after ``epoch`` (1-based, or "final") — the zoo's layout, written only
-    here; config files name a checkpoint through the resolvers of :mod:`memlab.config` that call it."""
-    size_dir = family_dir(models_dir, family) / size
-    return size_dir / "final" if epoch in ("final", None) else size_dir / f"epoch-{int(epoch):03d}"
 
 
 def checkpoint_name(family: str, size: str, epoch: int | str | None) -> str:
