@@ -35,11 +35,8 @@ FAMILIES = [
      "nonmembers": [{**KJV, "ids": PSALMS_OUT}], "train": {**TRAIN, "epochs": 2},
      "init_from": {"family": "pearl_base", "epoch": "final"}},
 ]
-TINY_RUN = ["method.samples=1", "method.task.max_new_tokens=4", "method.task.max_input_words=30",
-            "method.study.n_members=2", "method.study.n_nonmembers=2", "method.study.epoch=2",
-            "method.study.epochs=[0,2]", "params.acr.epochs=[2]", "params.acr.docs_per_split=1", "params.acr.steps=3",
-            "params.acr.prompt_lengths=[4]", "params.acr.target_offset=8", "params.acr.target_tokens=8",
-            "params.acr.batch_size=8"]
+# the small sizes: profile=smoke (conf/scale/method/pearl_smoke.yaml, conf/scale/pearl_epochs_smoke.yaml)
+TINY_RUN = ["profile=smoke"]
 METHOD_PARAMS = ("memlab.methods.pearl.engine.PearlConfig (method)", "memlab.methods.pearl.study.EpochsParams (params)")
 
 
