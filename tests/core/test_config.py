@@ -19,7 +19,7 @@ def test_there_are_experiments():
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
-@pytest.mark.parametrize("profile", ["embedded", "full"])
+@pytest.mark.parametrize("profile", ["embedded", "full", "smoke"])
 def test_every_experiment_composes(name, profile):
     cfg = compose(name, [f"profile={profile}"])
     assert cfg.experiment_name == name

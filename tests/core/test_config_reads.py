@@ -2,13 +2,16 @@
 for real in a child process (on a tiny zoo of its own), with tests/core/readlog.py logging every config read of
 the runner and of the notebook kernel papermill starts: Hydra composes, plain loads of conf/ files, typed builds.
 
-Measured on this walk (with method/params/paths overrides, as here) before this test: the runner composed 4 times
-(the override check, @hydra.main's two, and again for the experiment's defaults), the kernel none; method and
-params were built 7 times (runner 2, kernel 5: the rules rebuilt the method 3 times); conf/ files were loaded 29
-times (paper claims 15, zoo families 9, numerics 5). Now: 3 composes (2 of them Hydra's own inside @hydra.main: its
-mode probe and the run), none in the kernel; method and params built once per process (4); 8 conf/ file loads,
-none twice in a process. With no override but the experiment the runner composes only inside @hydra.main (2;
-before: 3), see :func:`test_a_run_with_no_override_composes_no_defaults`.
+Measured on this walk (with method/params/paths overrides) before this test: the runner composed 4 times (the
+override check, @hydra.main's two, and again for the experiment's defaults), the kernel none; method and params
+were built 7 times (runner 2, kernel 5: the rules rebuilt the method 3 times); conf/ files were loaded 29 times
+(paper claims 15, zoo families 9, numerics 5). Then: 3 composes (2 of them Hydra's own inside @hydra.main: its
+mode probe and the run), none in the kernel; method and params built once per process (4); 9 conf/ file loads
+(runner 3, kernel 6), none twice in a process. The walk now picks its sizes with profile=smoke, a group choice: the
+override check composes that choice, so the experiment's defaults (the embedded profile, which the run's params are
+checked against) are composed once more — 4 composes; loads and builds as before. With no override but the
+experiment the runner composes only inside @hydra.main (2; before: 3), see
+:func:`test_a_run_with_no_override_composes_no_defaults`.
 """
 
 import collections
@@ -35,11 +38,8 @@ FAMILIES = [
      "nonmembers": [{**KJV, "ids": PSALMS_OUT}], "train": {**TRAIN, "epochs": 2},
      "init_from": {"family": "pearl_base", "epoch": "final"}},
 ]
-TINY_RUN = ["method.samples=1", "method.task.max_new_tokens=4", "method.task.max_input_words=30",
-            "method.study.n_members=2", "method.study.n_nonmembers=2", "method.study.epoch=2",
-            "method.study.epochs=[0,2]", "params.acr.epochs=[2]", "params.acr.docs_per_split=1", "params.acr.steps=3",
-            "params.acr.prompt_lengths=[4]", "params.acr.target_offset=8", "params.acr.target_tokens=8",
-            "params.acr.batch_size=8"]
+# the small sizes: profile=smoke (conf/scale/method/pearl_smoke.yaml, conf/scale/pearl_epochs_smoke.yaml)
+TINY_RUN = ["profile=smoke"]
 METHOD_PARAMS = ("memlab.methods.pearl.engine.PearlConfig (method)", "memlab.methods.pearl.study.EpochsParams (params)")
 
 
@@ -74,13 +74,15 @@ def _kinds(reads, kind):
     return [r for r in reads if r["kind"] == kind]
 
 
-def test_the_runner_composes_once_itself_beside_hydra_mains_two_and_the_kernel_never(walk):
+def test_the_runner_composes_twice_itself_beside_hydra_mains_two_and_the_kernel_never(walk):
     runner, kernel = walk
     composes = _kinds(runner, "compose")
     where = sorted(r["where"].split(" < ")[1].split(":")[0] for r in composes)
-    # the override check (memlab.known_keys) composes the experiment once; @hydra.main composes twice inside Hydra
-    # (Hydra's mode probe, then the run); the experiment's defaults come from the first, not a fourth compose
-    assert where == ["hydra.py", "hydra.py", "known_keys.py"], composes
+    # the override check (memlab.known_keys) composes the experiment with profile=smoke once; @hydra.main composes
+    # twice inside Hydra (Hydra's mode probe, then the run); the experiment's defaults (profile=embedded) are no
+    # composition of the run, so memlab.run.experiment_defaults composes them (config.py); with no group choice
+    # they come from the override check's compose (3 in all)
+    assert where == ["config.py", "hydra.py", "hydra.py", "known_keys.py"], composes
     assert _kinds(kernel, "compose") == []   # the kernel gets the resolved config from the runner
 
 

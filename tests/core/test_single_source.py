@@ -11,6 +11,7 @@ from memlab.config import CONF_DIR
 from memlab.schema import method_config
 
 METHODS = sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml"))
+PROFILES = sorted(p.stem for p in (CONF_DIR / "profile").glob("*.yaml"))
 
 
 def _load(path: Path) -> dict:
@@ -47,9 +48,11 @@ def _overrides_files():
         group = dict(_leaves(_load(CONF_DIR / "method" / f"{method}.yaml")))
         if exp.get("method"):
             yield f"experiment/{name}.yaml", method, exp["method"], group
-        scale = CONF_DIR / "scale" / f"{name}_full.yaml"
-        if scale.exists() and _load(scale).get("method"):
-            yield f"scale/{scale.name}", method, _load(scale)["method"], {**group, **dict(_leaves(exp.get("method") or {}))}
+        for profile in PROFILES:
+            scale = CONF_DIR / "scale" / f"{name}_{profile}.yaml"
+            if scale.exists() and _load(scale).get("method"):
+                yield (f"scale/{scale.name}", method, _load(scale)["method"],
+                       {**group, **dict(_leaves(exp.get("method") or {}))})
     for p in sorted((CONF_DIR / "scale" / "method").glob("*.yaml")):
         method = p.stem.rsplit("_", 1)[0]
         group = dict(_leaves(_load(CONF_DIR / "method" / f"{method}.yaml")))
