@@ -74,3 +74,18 @@ def test_the_report_runs_the_named_study_with_the_run(tmp_path, monkeypatch):
     assert isinstance(run, StudyRun) and seen["method"] is None and seen["params"] == rep.typed("params")
     assert (run.seed, run.out_dir, run.results_root) == (rep.seed, rep.out_dir, Path(rep.paths.results))
     assert run.catalog is rep.models and run.cfg is rep.cfg
+
+
+def test_every_notebook_is_the_one_template_with_its_own_intro(repo_root):
+    """Notebooks only show what the study returned: the same cells (kinds, and code word for word but the experiment's
+    name) in every notebook; only the markdown that introduces and explains the experiment differs."""
+    shapes = {}
+    for exp in experiment_names():
+        nb = repo_root / "notebooks" / OmegaConf.load(CONF_DIR / "experiment" / f"{exp}.yaml").notebook
+        cells = json.loads(nb.read_text())["cells"]
+        shapes[exp] = ([c["cell_type"] for c in cells],
+                       [src.replace(f'experiment="{exp}"', 'experiment="<name>"') for src in _code_cells(nb)])
+    assert len({repr(s) for s in shapes.values()}) == 1, shapes
+    kinds, code = next(iter(shapes.values()))
+    assert code == ["cfg = {}", 'from memlab.report import Report\n\nrep = Report(cfg, experiment="<name>")',
+                    "res = rep.run_study()", "rep.save(res)"] and kinds[0] == "markdown"
