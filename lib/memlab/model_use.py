@@ -180,7 +180,9 @@ FAMILY_KEYS = ("family", "zoo_families")
 # a preset naming a zoo checkpoint (memlab.config's resolver): its family is the first argument after the models folder
 ZOO_CHECKPOINT = re.compile(r"^\$\{zoo_checkpoint:\$\{paths\.models\},\s*([^,}\s]+)")
 # the `requires` keys derived from the config: an experiment file naming one is refused (no second, unchecked list)
-DERIVED_REQUIRES = ("models",)
+DERIVED_BY = {"models": "memlab.model_use.required_models",
+              "code": "memlab.pipeline.prompt_folders: the method groups' prompts_dir; lib/ code from the imports"}
+DERIVED_REQUIRES = ("models", "code")
 
 
 def _zoo_lineage(family: str, zoo: Path) -> list[str]:
@@ -231,7 +233,7 @@ def required_models(cfg: Mapping) -> list[str]:
     derived = [k for k in DERIVED_REQUIRES if k in req]
     if derived:
         raise ConfigError(f"experiment {cfg.get('experiment_name')}: requires.{derived[0]} is derived from the config "
-                          f"(memlab.model_use.required_models); remove it")
+                          f"({DERIVED_BY[derived[0]]}); remove it")
     zoo = _zoo_dir(cfg)
     out: list[str] = []
     for key, name in named(cfg, {*MODEL_KEYS, *FAMILY_KEYS}):

@@ -10,7 +10,7 @@ file its composition reads (Hydra's defaults list: config.yaml, each group's opt
 experiment pulls in, scale files), the ``conf/paper`` files holding its claims and the ``conf/model`` presets it
 opens by name; its deps are every lib/ file reachable by imports from the runner, the report helper, its
 study function's module (``study``), its notebook, the ``_schema_`` classes its config names and its own claim
-rules, plus non-Python ``requires.code`` (prompts), its notebook, the data it ``requires`` and the models its config
+rules, plus the prompt folders its method groups name (``prompts_dir``), its notebook, the data it ``requires`` and the models its config
 names (:func:`memlab.model_use.required_models`: derived, never listed).
 ``make reproduce`` regenerates dvc.yaml before ``dvc repro``, so editing any of those re-runs exactly the stages
 that read it, and a second ``dvc repro`` runs nothing.
@@ -210,15 +210,26 @@ def rule_module(experiment: str) -> list[str]:
     return [m for prefix, m in RULE_MODULES.items() if experiment.startswith(prefix)][:1]
 
 
-def _non_python_code(experiment: str, req: dict) -> list[str]:
-    """``requires.code``: prompts and other non-Python files. lib/ code is found from the imports; naming it
-    here would be a second, unchecked list, so it is an error."""
-    code = [str(c) for c in (req.get("code") or [])]
-    lib = [c for c in code if c.startswith("lib/")]
-    if lib:
-        raise ConfigError(f"experiment {experiment}: requires.code names {lib}: code under lib/ is found from the "
-                          f"imports (memlab.pipeline); list only non-Python files (prompts/...)")
-    return code
+# how a method group names a prompt folder of this repository (conf/paths: prompts: ${.root}/prompts)
+PROMPTS_ROOT = "${paths.prompts}/"
+
+def prompt_folders(raw: dict) -> list[str]:
+    """The prompt folders a composition's method groups read: each ``prompts_dir`` under ``method``/``methods`` that
+    lies in the repository's ``${paths.prompts}`` (a user's own folder is not a pipeline file), in config order —
+    derived like the models (no ``requires.code`` list to disagree with it). A study that reads no prompts sets its
+    group's ``prompts_dir: null`` (trace_validation)."""
+    out: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "prompts_dir" and isinstance(v, str) and v.startswith(PROMPTS_ROOT):
+                    out.append("prompts/" + v.removeprefix(PROMPTS_ROOT).strip("/"))
+                else:
+                    walk(v)
+
+    walk({"method": raw.get("method"), "methods": raw.get("methods")})
+    return list(dict.fromkeys(out))
 
 
 def _requires_to_deps(req: dict) -> list[str]:
@@ -312,7 +323,7 @@ def experiment_stage(exp: str) -> dict:
     from memlab.comparison import RULE_MODULES
 
     code = code_deps(roots, skip=frozenset(RULE_MODULES.values()))
-    deps = [*code, *_non_python_code(exp, req), f"notebooks/{nb}", *_requires_to_deps(req),
+    deps = [*code, *prompt_folders(raw), f"notebooks/{nb}", *_requires_to_deps(req),
             *required_models(raw)]
     params = list(dict.fromkeys([*conf_files, *paper_files(exp), *model_presets(raw)]))
     return {

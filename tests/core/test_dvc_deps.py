@@ -131,7 +131,18 @@ def test_config_files_are_params_not_deps(stages):
         assert not [d for d in st["deps"] if d.startswith("conf/")], name
 
 
-def test_requires_code_under_lib_is_an_error():
-    with pytest.raises(ConfigError, match="lib/memlab/x.py.*found from the imports"):
-        pipeline._non_python_code("x", {"code": ["prompts/x", "lib/memlab/x.py"]})
-    assert pipeline._non_python_code("x", {"code": ["prompts/x"]}) == ["prompts/x"]
+def test_prompt_folders_are_derived_from_the_method_groups(stages):
+    """Each stage depends on the prompt folders its method groups name (prompts_dir), no other: the audit on all
+    three, trace_validation (prompts_dir: null) on none; a requires.code list is refused."""
+    prompts = {name: [d for d in st["deps"] if d.startswith("prompts/")] for name, st in stages.items()
+               if name.startswith("exp-")}
+    assert prompts["exp-pearl_epochs"] == ["prompts/pearl"] and prompts["exp-recap_feedback"] == ["prompts/recap"]
+    assert prompts["exp-trace_stages"] == ["prompts/trace"] and prompts["exp-trace_validation"] == []
+    assert prompts["exp-memorization_curve"] == []
+    raw = {"method": {"task": {"prompts_dir": "${paths.prompts}/pearl"}},
+           "methods": {"recap": {"prompts_dir": "${paths.prompts}/recap"}, "trace": {"prompts_dir": "/mine/trace"}}}
+    assert pipeline.prompt_folders(raw) == ["prompts/pearl", "prompts/recap"]   # a user's own folder is no dep
+    from memlab.model_use import required_models
+
+    with pytest.raises(ConfigError, match="requires.code is derived from the config"):
+        required_models({"experiment_name": "x", "requires": {"code": ["prompts/pearl"]}})

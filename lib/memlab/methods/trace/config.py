@@ -21,7 +21,7 @@ class TraceConfig:
     nv_recall_threshold: float = field(metadata=check(ge=0, le=1))
     propensity_eps: float = field(metadata=check(gt=0, le=1))
     index_root: str
-    prompts_dir: str
+    prompts_dir: str | None        # None: the study reads no prompts (trace_validation)
 
     def index(self, docs, tokenizer, label: str, backend: str | None = None):
         """The index of ``docs`` (built once under ``index_root``, then reused) with this config's backend — or
