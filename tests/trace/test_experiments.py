@@ -13,6 +13,11 @@ from memlab.methods.trace.validation import validate
 from memlab.schema import method_config
 
 
+# a stage recipe writes every training setting (memlab.models.tiny.TrainSpec has no defaults)
+TRAIN = dict(vocab_size=300, epochs=1, seq_len=32, batch_size=4, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
+             weight_decay=0.0, seed=0, threads=1)
+
+
 @pytest.fixture(scope="module")
 def micro_setup(micro_family, tmp_path_factory):
     from transformers import AutoTokenizer
@@ -61,7 +66,7 @@ def test_stage_specs_mixture(micro_family, tmp_path):
     size = lambda ds: sum(len(d.text) for d in ds)  # noqa: E731
     assert wb * size(b) / (wb * size(b) + wa * size(a)) == pytest.approx(2 / 3)
     specs = stage_specs(a, b, [], arch=dict(hidden=32, layers=1, heads=2, ffn=64),
-                        train=dict(vocab_size=300, epochs=1, seq_len=32, batch_size=4), stage_epochs=[1, 1, 1],
+                        train=TRAIN, stage_epochs=[1, 1, 1],
                         out_root=tmp_path, b_share=2 / 3)
     assert [n for n, _, _ in specs] == ["stage0", "stage1", "stage2", "stage3"]
     assert specs[0][1].tokenizer_on == "all" and {d.id for d in specs[0][1].nonmembers} == {d.id for d in b}
@@ -77,7 +82,7 @@ def test_stage_training_runs(micro_family, tmp_path):
     a = micro_family.members[:1]
     b = [dataclasses.replace(d, id=d.id + "/b") for d in micro_family.nonmembers[:1]]
     specs = stage_specs(a, b, [], arch=dict(hidden=32, layers=1, heads=2, ffn=64),
-                        train=dict(vocab_size=300, epochs=1, seq_len=32, batch_size=4), stage_epochs=[1],
+                        train=TRAIN, stage_epochs=[1],
                         out_root=tmp_path, b_share=2 / 3)
     dirs = train_stages(specs)
     assert (dirs["stage1"] / "config.json").exists()
