@@ -51,12 +51,14 @@ def _curve_setup(models_dir: Path):
 
 def _quick_family(fam):
     """The family shrunk for a minute-scale check: its smallest size, 2 epochs (same data, tokenizer, recipe)."""
+    import dataclasses
+
     from memlab.models.zoo import Family
 
     size = fam.sizes[0]
-    train = {**(fam.cfg.get("train") or {}), "epochs": 2}
-    return Family(name=fam.name, cfg={**fam.cfg, "sizes": {size: fam.cfg["sizes"][size]}, "train": train},
-                  models_dir=fam.models_dir, zoo_dir=fam.zoo_dir)
+    recipe = dataclasses.replace(fam.recipe, sizes={size: fam.shapes[size]},
+                                 train=dataclasses.replace(fam.recipe.train, epochs=2))
+    return Family(name=fam.name, recipe=recipe, models_dir=fam.models_dir, zoo_dir=fam.zoo_dir)
 
 
 def run(quick: bool = False) -> dict:
