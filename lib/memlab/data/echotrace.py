@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from memlab.data.records import Document
+from memlab.data.records import Document, head_words
 from memlab.errors import ConfigError, MemlabError
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def book_from_documents(docs: list[Document], *, book_id: str, title: str, categ
 
 
 # ---------------------------------------------------------------------------------------------- EchoTrace-mini
-def _kjv_books(names: list[str], max_chapters: int | None) -> list[Book]:
+def kjv_books(names: list[str], max_chapters: int | None) -> list[Book]:
     from memlab.data.corpora import load_corpus
 
     chapters = load_corpus("kjv", unit="chapter")
@@ -263,13 +263,7 @@ def _kjv_books(names: list[str], max_chapters: int | None) -> list[Book]:
 
 
 def _doc_book(d: Document, category: str, max_words: int | None) -> Book:
-    text = d.text
-    if max_words:
-        words = text.split()
-        if len(words) > max_words:  # cut at a paragraph/line end near the word budget
-            cut = len(" ".join(words[:max_words]))
-            nl = text.find("\n", cut)
-            text = text[: nl if nl > 0 else None]
+    text = head_words(d.text, max_words)
     if d.meta.get("package"):  # release notes: "<package> <version> release notes"
         title = f"{d.meta['package']} {d.meta.get('version', '')} release notes".replace("  ", " ")
     else:
@@ -296,10 +290,10 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     notes: list[str] = []
     pd = spec.get("public_domain") or {}
     if pd.get("kjv_books"):
-        books += _kjv_books(list(pd["kjv_books"]), pd.get("max_chapters"))
+        books += kjv_books(list(pd["kjv_books"]), pd.get("max_chapters"))
     cp = spec.get("copyrighted") or {}
     if cp.get("licences"):
-        books += _licence_books(cp, notes)
+        books += licence_books(cp, notes)
     nt = spec.get("non_training") or {}
     if nt.get("n_docs"):
         books += _release_note_books(nt, notes)
@@ -310,7 +304,7 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     return books, notes
 
 
-def _licence_books(cp: dict, notes: list[str]) -> list[Book]:
+def licence_books(cp: dict, notes: list[str]) -> list[Book]:
     """The copyrighted category: the licence texts named in ``cp["licences"]`` (missing ones noted)."""
     from memlab.data.corpora import load_corpus
 

@@ -83,3 +83,14 @@ def iter_jsonl(path: str | Path) -> Iterator[Document]:
         for line in f:
             if line.strip():
                 yield Document(**json.loads(line))
+
+
+def head_words(text: str, max_words: int | None) -> str:
+    """The start of ``text`` up to about ``max_words`` words, cut at the first line end after the word budget
+    (the whole text when it is shorter, or ``max_words`` is None)."""
+    words = text.split()
+    if not max_words or len(words) <= max_words:
+        return text
+    cut = len(" ".join(words[:max_words]))
+    nl = text.find("\n", cut)
+    return text[: nl if nl > 0 else None]

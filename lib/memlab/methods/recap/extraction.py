@@ -54,6 +54,12 @@ def event_fields(book: Book, event: Event) -> dict:
     }
 
 
+def plain_prompt(prompts: Prompts, user: str, fields: dict, suffix: bool = True) -> str:
+    """The text a plain-style (base) target continues: the user turn, then ``plain_suffix.txt`` ("Passage:" and
+    the opening line) unless ``suffix`` is false. No trailing space: it would split the next word's BPE token."""
+    return (user + ("\n\n" + prompts.fill("plain_suffix", **fields) if suffix else "")).rstrip()
+
+
 @dataclass(kw_only=True)
 class ExtractionAgent:
     """One target's requests; settings from ``method.targets.<name>`` (conf/method/recap.yaml)."""
@@ -129,10 +135,8 @@ class ExtractionAgent:
             msgs = (Message("system", self.prompts.fill("system")), Message("user", user))
             req = GenerationRequest(messages=msgs, max_new_tokens=self.budget(fields), temperature=0.0, seed=self.seed)
         else:
-            text = user + ("\n\n" + self.prompts.fill("plain_suffix", **fields) if plain_suffix else "")
-            # a trailing space would split the next word's BPE token; the model adds its own
-            req = GenerationRequest(prompt=text.rstrip(), max_new_tokens=self.budget(fields), temperature=0.0,
-                                    seed=self.seed)
+            req = GenerationRequest(prompt=plain_prompt(self.prompts, user, fields, plain_suffix),
+                                    max_new_tokens=self.budget(fields), temperature=0.0, seed=self.seed)
         return self._finish(req)
 
     def _finish(self, req: GenerationRequest) -> GenerationRequest:
