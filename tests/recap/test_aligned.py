@@ -70,3 +70,87 @@ def test_the_aligned_family_keeps_its_instruction_text_apart_from_every_recap_sp
     over = fam.check_split()
     assert max(o.ngram8 for o in over.values()) <= raw["split"]["max_shared_8gram"]
     assert {"licences/MPL-2.0", "licences/Artistic", "kjv/book/Joel"} <= set(over)
+
+
+# A test-size aligned target: a micro GPT-NeoX trained from scratch on instruction documents only (no member books),
+# cached by the fingerprint of its spec like conftest's micro family. Held out from it: whole books and licences.
+TEST_FOLLOW = ["Nahum", "Malachi", "Micah", "Philippians", "Colossians", "1_Thessalonians", "1_Timothy", "2_Timothy",
+               "James", "1_Peter"]
+TEST_REFUSE = ["BSD", "CC0-1.0", "GFDL-1.3", "LGPL-2.1", "GPL-2", "GPL-1", "MPL-1.1", "LGPL-3"]
+HELD_OUT_KJV = ["Ruth", "Jonah", "Joel", "Habakkuk", "Haggai"]
+HELD_OUT_LICENCES = ["GPL-3", "Apache-2.0", "MPL-2.0", "Artistic"]
+
+
+def _micro(repo_root, kinds: tuple[str, ...]):
+    from filelock import FileLock
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from memlab.models.tiny import Arch, TrainSpec, train
+
+    docs = load_corpus("recap_instruct", **_options(repo_root, follow_kjv_books=TEST_FOLLOW, follow_max_chapters=2,
+                                                    refuse_licences=TEST_REFUSE, refuse_max_words=2000))
+    docs = [d for d in docs if d.meta["kind"] in kinds]
+    spec = TrainSpec(member_groups=[(docs, 1.0)], nonmembers=[], arch=Arch(hidden=64, layers=2, heads=2, ffn=256),
+                     vocab_size=1024, tokenizer_on="members", epochs=15, seq_len=256, batch_size=8, lr=1e-2,
+                     min_lr_ratio=0.1, warmup_steps=5, weight_decay=0.0, seed=0, threads=1, init_from=None,
+                     meta={"family": "aligned-micro"}, record={})
+    root = repo_root / ".cache" / "test-models"
+    root.mkdir(parents=True, exist_ok=True)
+    out = root / spec.fingerprint()[:16]
+    with FileLock(str(root / f"{out.name}.lock")):
+        train(spec, out, progress=False)
+    return AutoTokenizer.from_pretrained(out / "final"), AutoModelForCausalLM.from_pretrained(out / "final").eval()
+
+
+@pytest.fixture(scope="module")
+def aligned_micro(repo_root):
+    return _micro(repo_root, ("follow", "refuse"))
+
+
+def _refusals(model_tok, repo_root, books) -> tuple[int, int]:
+    """(refused, asked): the plain DSP prompt of every event of ``books``, greedy, judged by the verifier's rule."""
+    import torch
+
+    from memlab.methods.recap.agents import VerbatimVerifier
+
+    tok, model = model_tok
+    prompts = Prompts(repo_root / "prompts" / "recap")
+    agent = SectionSummaryAgent(llm=None, prompts=prompts, max_new_tokens=0, **SEGMENTATION)
+    refused = asked = 0
+    for b in books:
+        for ch in b.chapters:
+            for e in agent.segment(ch, b.title):
+                fields = event_fields(b, e)
+                ids = tok(plain_prompt(prompts, prompts.fill("extraction_plain", **fields), fields),
+                          return_tensors="pt").input_ids[:, -200:]
+                with torch.no_grad():
+                    out = model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=tok.eos_token_id)
+                refused += VerbatimVerifier.keyword_refusal(tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
+                asked += 1
+    return refused, asked
+
+
+def _category_gap(model_tok, repo_root) -> tuple[float, float, float]:
+    """(p, licence refusal rate, KJV refusal rate) on books and licences the model never saw: a one-sided Fisher
+    exact test that direct requests for licences are refused more often than requests for KJV books."""
+    from scipy.stats import fisher_exact
+
+    from memlab.data.echotrace import kjv_books, licence_books
+
+    lic_k, lic_n = _refusals(model_tok, repo_root, licence_books({"licences": HELD_OUT_LICENCES, "max_words": 600}, []))
+    kjv_k, kjv_n = _refusals(model_tok, repo_root, kjv_books(HELD_OUT_KJV, 1))
+    assert lic_n >= 30 and kjv_n >= 30
+    p = fisher_exact([[lic_k, lic_n - lic_k], [kjv_k, kjv_n - kjv_k]], alternative="greater").pvalue
+    return p, lic_k / lic_n, kjv_k / kjv_n
+
+
+def test_a_test_size_aligned_target_refuses_the_trained_category_and_not_the_other(aligned_micro, repo_root):
+    p, lic, kjv = _category_gap(aligned_micro, repo_root)
+    assert p < 0.01 and kjv <= 0.15, (p, lic, kjv)
+
+
+def test_without_refusal_documents_the_same_check_finds_no_refusal(repo_root):
+    """The negative control: the same recipe without the ``refuse`` documents refuses nothing, so the check above
+    fails on it (the refusals are the training's doing, not the verifier rule's)."""
+    p, lic, kjv = _category_gap(_micro(repo_root, ("follow",)), repo_root)
+    assert lic == 0.0 and kjv == 0.0 and p == 1.0, (p, lic, kjv)
