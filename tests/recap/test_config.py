@@ -32,8 +32,8 @@ def test_experiments_compose_to_the_method_group():
         assert m.agents.refusal_judge == "alone" and m.agents.refusal_keywords == "leading_first_person"
         assert m.recap.blocked_score == "zero" and m.recap.skip_double_blocked and m.recap.refinement == "multi_turn"
         assert m.summary.temperature == 1.0 and all(t.budget_factor >= 2 for t in m.targets.values())
-        assert list(m.targets) == ["SmolLM2-135M-Instruct", "Gemma-3-270M", "tiny-neox-kjv"]
-        assert [t.prompt_style for t in m.targets.values()] == ["chat", "plain", "plain"]
+        assert list(m.targets) == ["SmolLM2-135M-Instruct", "Gemma-3-270M", "tiny-neox-kjv", "tiny-neox-kjv-aligned"]
+        assert [t.prompt_style for t in m.targets.values()] == ["chat", "plain", "plain", "plain"]
         assert Path(m.prompts_dir) == ROOT / "prompts" / "recap"
         assert m == method_config("recap")  # the experiments change nothing of the method
     assert compose("recap_feedback").params.contamination_overlap == 0.3

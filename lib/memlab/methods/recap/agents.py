@@ -67,6 +67,9 @@ REFUSAL_JUDGE_RULES = ("alone", "or_rule")
 # What the LLM judge reads: the extraction prompt + the response (the authors' classify_extraction), or the book
 # title + the output (our first version); the template of each is prompts/recap/<VERIFIER_TEMPLATES[input]>.txt
 VERIFIER_TEMPLATES = {"prompt_response": "verifier_prompt_response", "title_output": "verifier"}
+# Verdict reasons that are a refusal (a refusal phrase, or the LLM judge's "no attempt"), not a failed attempt (too
+# short, an echo of the prompt)
+REFUSAL_REASONS = ("keyword", "judge")
 
 
 class AgentFailure(Exception):

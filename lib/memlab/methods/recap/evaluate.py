@@ -25,7 +25,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from memlab.methods.recap.agents import REFUSAL_REASONS
 from memlab.metrics.bootstrap import bootstrap_mean
+from memlab.metrics.intervals import wilson
 from memlab.metrics.rouge import weighted_rouge_l
 from memlab.methods.recap.pipeline import METHODS
 
@@ -62,6 +64,7 @@ def events_frame(records: Iterable[dict]) -> pd.DataFrame:
                    "group": group_of(r["category"], r.get("split")), "event": r["event_id"], "method": m,
                    "status": r.get("status"), "recall": d.get("recall", 0.0), "f1": d.get("f1", 0.0),
                    "raw_recall": d.get("raw_recall", d.get("recall", 0.0)), "blocked": d.get("blocked", False),
+                   "refused": d.get("block_reason") in REFUSAL_REASONS,
                    "gold_tokens": r["gold_tokens"], "target_calls": d.get("target_calls", 0),
                    "prompt_tokens": d.get("prompt_tokens", 0), "completion_tokens": d.get("completion_tokens", 0),
                    "agent_calls": d.get("agent_calls", 0), "agent_prompt_chars": d.get("agent_prompt_chars", 0),
@@ -365,3 +368,17 @@ def membership_table(books: pd.DataFrame, *, tolerance: int, n_resamples: int, s
                         f"({n_resamples} resamples, 95% percentile CI); passages m={tolerance}: "
                         f"{PASSAGE_RULE['ours']}; passages_overlap: {PASSAGE_RULE['overlap']}")
     return out
+
+
+def refusal_table(events: pd.DataFrame) -> pd.DataFrame:
+    """Per target, category, split and method: events, the share blocked (any verifier verdict) and the share refused
+    (a refusal, :data:`~memlab.methods.recap.agents.REFUSAL_REASONS`) with its 95 % Wilson interval."""
+    keys = ["target", "category", "split", "method"]
+    ev = events.assign(split=events["split"].fillna("unknown"))
+    out = (ev.groupby(keys).agg(events=("event", "count"), blocked=("blocked", "mean"), refused_n=("refused", "sum"))
+           .reset_index())
+    ci = [wilson(int(k), int(n)) for k, n in zip(out.refused_n, out.events)]
+    return out.assign(refused=out.refused_n / out.events, refused_ci_low=[c[0] for c in ci],
+                      refused_ci_high=[c[1] for c in ci],
+                      statistic="blocked: share of events any verifier verdict blocked; refused: share refused "
+                                "(a refusal phrase or the judge's no), 95% Wilson interval")

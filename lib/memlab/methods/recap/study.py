@@ -104,26 +104,32 @@ def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_pe
     return books
 
 
-def kjv_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], list[str], list[str]]:
-    """From a tiny family's membership record: {book id: split} and the first ``n_books`` member/non-member
-    KJV book names (a book counts when every one of its documents is on one side)."""
+def zoo_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], dict[str, tuple[list[str], list[str]]]]:
+    """From a tiny family's membership record: {book id: split} and, per source (``kjv`` books, ``licences``), the
+    first ``n_books`` member and non-member names (a KJV book counts when every one of its documents is on one
+    side). Book ids are EchoTrace-mini's: ``kjv/<book>``, ``licences/<name>``."""
     path = Path(path)
     if not path.is_file():
         raise MissingSourceError(f"membership record {path} not found; build the tiny-model zoo first (make zoo)")
     rec = json.loads(path.read_text())
 
-    def books_of(ids: list[str]) -> list[str]:
+    def names_of(ids: list[str], source: str) -> list[str]:
         out: list[str] = []
         for i in ids:
             parts = i.split("/")
-            if len(parts) >= 3 and parts[0] == "kjv" and parts[2] not in out:
-                out.append(parts[2])
+            name = parts[2] if source == "kjv" and len(parts) >= 3 else parts[1] if source == "licences" else None
+            if parts[0] == source and name and name not in out:
+                out.append(name)
         return out
 
-    members, nonmembers = books_of(rec.get("members", [])), books_of(rec.get("nonmembers", []))
-    members = [b for b in members if b not in nonmembers]
-    split = {f"kjv/{b}": "member" for b in members} | {f"kjv/{b}": "nonmember" for b in nonmembers}
-    return split, members[:n_books], nonmembers[:n_books]
+    split: dict[str, str] = {}
+    picked: dict[str, tuple[list[str], list[str]]] = {}
+    for source in ("kjv", "licences"):
+        members, nonmembers = names_of(rec.get("members", []), source), names_of(rec.get("nonmembers", []), source)
+        members = [b for b in members if b not in nonmembers]
+        split |= {f"{source}/{b}": "member" for b in members} | {f"{source}/{b}": "nonmember" for b in nonmembers}
+        picked[source] = (members[:n_books], nonmembers[:n_books])
+    return split, picked
 
 
 def require_books(books: list[Book], notes: list[str], failure: str) -> None:
@@ -161,18 +167,26 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
                        if method.memscore.enabled else None)
         store = ResultStore(Path(out_dir) / "events.jsonl")
         all_books: dict[str, Book] = {b.id: b for b in books}
+        shared_ids = set(all_books)
         segment_books(books, summary, method.max_events_per_book)
         require_books([b for b in books if b.events], notes, "is refused or yields no event")
         for name, t in method.targets.items():
             membership, extra = None, []
             if t.membership is not None:
                 try:
-                    membership, mem, non = kjv_membership(t.membership.file, t.membership.books)
-                    extra, _ = echotrace_mini({"public_domain": {
-                        "kjv_books": mem + non, "max_chapters": method.echotrace.public_domain.max_chapters}})
-                    extra = segment_books([b for b in extra if b.id not in all_books], summary,
-                                          t.membership.events_per_book)
-                    all_books.update({b.id: b for b in extra})
+                    membership, picked = zoo_membership(t.membership.file, t.membership.books)
+                    (mem, non), (lic_mem, lic_non) = picked["kjv"], picked["licences"]
+                    extra, _ = echotrace_mini({
+                        "public_domain": {"kjv_books": mem + non,
+                                          "max_chapters": method.echotrace.public_domain.max_chapters},
+                        "copyrighted": {"licences": lic_mem + lic_non,
+                                        "max_words": method.echotrace.copyrighted.max_words}})
+                    # a book another target already added is reused (segmented once); the shared books are not extra
+                    ids = [b.id for b in extra if b.id not in shared_ids]
+                    new = segment_books([b for b in extra if b.id not in all_books], summary,
+                                        t.membership.events_per_book)
+                    all_books.update({b.id: b for b in new})
+                    extra = [all_books[i] for i in ids]
                 except MissingSourceError as err:
                     notes.append(f"target {name}: membership books skipped ({err})")
             with ExitStack() as stack:
@@ -256,9 +270,9 @@ def table3(method: RecapConfig, params: Table3Params, run: StudyRun) -> StudyRes
         numbers[f"membership/{r.target}/{r.method}/{r.split}/passages"] = int(r.passages)
         numbers[f"membership/{r.target}/{r.method}/{r.split}/rouge_l"] = float(r.rouge_l_mean)  # plain mean
     res.metric(events=len(bench["records"]), event_errors=len(bench["errors"]), **numbers, **bench["agent_stats"])
-    # refusal share per target / category / method, for the paper-vs-ours rules (memlab.methods.recap.claims)
-    res.table("refusals", df.groupby(["target", "category", "method"])
-              .agg(events=("event", "count"), blocked=("blocked", "mean")).reset_index(), show=False)
+    # refusal share per target / category / method (the aligned tiny target refuses licence requests; issue 29), for
+    # the reader and the paper-vs-ours rules (memlab.methods.recap.claims)
+    res.table("refusals", E.refusal_table(df))
     res.metric(bootstrap_seed=method.seed, bootstrap_resamples=method.bootstrap.n_resamples,  # claims.py reads these
                agents=agents_label("llm" if method.agents.llm else "deterministic", bench["agent_stats"]))
     return res
