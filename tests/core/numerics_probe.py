@@ -1,6 +1,6 @@
 """Run by tests/core/test_numerics_machines.py in a subprocess whose environment plays "another machine": build a
-test zoo (kjv, pearl_base, pearl) into OUT/zoo and, unless ``--zoo-only``, run pearl_calibration and recap_table3
-on it into OUT/results (no response cache: every number is computed in this process tree).
+test zoo (kjv, kjv_aligned, pearl_base, pearl) into OUT/zoo and, unless ``--zoo-only``, run pearl_calibration and
+recap_table3 on it into OUT/results (no response cache: every number is computed in this process tree).
 
     python tests/core/numerics_probe.py OUT [--zoo-only]
 """
@@ -24,7 +24,7 @@ EXPERIMENTS = ("pearl_calibration", "recap_table3")
 def main(out: Path, zoo_only: bool) -> None:
     zoo = out / "zoo"
     for spec in FAMILIES:
-        if spec["name"] in ("kjv", "pearl_base", "pearl"):
+        if spec["name"] in ("kjv", "kjv_aligned", "pearl_base", "pearl"):
             build_test_zoo(zoo, spec)
     if zoo_only:
         return

@@ -3,6 +3,7 @@ against a test zoo with the real family names, so the configs, the study functio
 exactly as `make reproduce` runs them (tests/recap/test_notebooks.py also checks what RECAP writes)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,13 @@ PSALMS_OUT = ["kjv/chapter/Psalms/1", "kjv/chapter/Psalms/3", "kjv/chapter/Psalm
 A_IDS = ["kjv/chapter/2_Samuel/19", "kjv/chapter/Numbers/33"]
 B_IDS = ["fortunes/de/witze/192", "fortunes/de/zitate/10207", "fortunes/de/zitate/2350", "fortunes/de/zitate/3271"]
 FORTUNES_DE = {"corpus": "fortunes", "options": {"lang": "de"}}
+LICENCES = {"corpus": "licences", "options": {"max_words": 150}}
+# the aligned RECAP target's instruction corpus at test size (conf/zoo/kjv_aligned.yaml has the real one)
+INSTRUCT = {"corpus": "recap_instruct", "options": {
+    "follow_kjv_books": ["Nahum"], "follow_max_chapters": 1, "refuse_licences": ["BSD"], "refuse_max_words": 200,
+    "refusal": "I cannot reproduce this text: it is under copyright.",
+    "prompts_dir": str(Path(__file__).resolve().parents[2] / "prompts" / "recap"),
+    "segmentation": {"target_words": 60, "min_words": 8, "n_characters": 6, "n_keywords": 5, "ngram_guard": 6}}}
 
 
 def _family(name, members, nonmembers, *, epochs, init_from=None, sizes=None, train_on="members"):
@@ -32,6 +40,9 @@ def _family(name, members, nonmembers, *, epochs, init_from=None, sizes=None, tr
 FAMILIES = [
     _family("kjv", [{**KJV, "ids": ["kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2"]}],
             [{**KJV, "ids": ["kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2"]}], epochs=2, sizes={"m": TINY}),
+    _family("kjv_aligned", [{**LICENCES, "ids": ["licences/GPL-3"]}, INSTRUCT],
+            [{**LICENCES, "ids": ["licences/MPL-2.0"]}], epochs=1,
+            init_from={"family": "kjv", "epoch": "final", "size": "m"}, sizes={"m": TINY}),
     _family("pearl_base", [{**KJV, "ids": PSALMS_IN}], [{**KJV, "ids": PSALMS_OUT}], epochs=1, sizes={"m": TINY}),
     _family("pearl", [{**KJV, "ids": PSALMS_IN}], [{**KJV, "ids": PSALMS_OUT}], epochs=2,
             init_from={"family": "pearl_base", "epoch": "final"}),
@@ -45,7 +56,7 @@ FAMILIES = [
 # The small sizes are profile=smoke (conf/scale/*_smoke.yaml, conf/scale/method/*_smoke.yaml); what stays here
 # exists only because the test zoo is small or because the tests run no pretrained model.
 SMOKE = ["profile=smoke"]
-# the pretrained targets are not loaded in tests: the tiny-neox-kjv target alone
+# the pretrained targets are not loaded in tests: the tiny targets (tiny-neox-kjv, tiny-neox-kjv-aligned) alone
 RECAP_TEST = SMOKE + ["~method.targets.SmolLM2-135M-Instruct", "~method.targets.Gemma-3-270M"]
 
 CASES = {
@@ -63,7 +74,7 @@ CASES = {
                             "params.calibration_sources={text: fortunes, code: humaneval}"],
                    ["pearl_scores", "flagged_counts_fixed_thresholds", "alpha_calibrated_per_domain",
                     "completion_vs_summarization"]),
-    "recap_table3": (RECAP_TEST, ["table3", "book_scores", "membership", "cost"]),
+    "recap_table3": (RECAP_TEST, ["table3", "book_scores", "membership", "cost", "refusals"]),
     "recap_feedback": (RECAP_TEST, ["feedback_gains", "filter_tradeoff", "hint_audit"]),
     "trace_validation": (SMOKE, ["index_builds", "validation", "validation_queries", "negative_control"]),
     "trace_stages": (SMOKE, ["stage_metrics", "stage_propensity"]),
@@ -97,3 +108,10 @@ def test_notebook_runs_for_real_and_writes_its_tables(experiment, test_zoo, tmp_
     executed = json.loads((run / f"{experiment}.ipynb").read_text())
     errors = [o for c in executed["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
+    if experiment.startswith("recap_"):  # both tiny targets ran, the aligned one on its member and held-out licences
+        import pandas as pd
+
+        books = pd.read_csv(run / "tables" / "book_scores.csv")
+        assert set(books.target) == {"tiny-neox-kjv", "tiny-neox-kjv-aligned"}
+        lic = books[(books.target == "tiny-neox-kjv-aligned") & (books.category == "copyrighted")]
+        assert set(lic.split) == {"member", "nonmember"}
