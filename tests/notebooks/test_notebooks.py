@@ -115,3 +115,8 @@ def test_notebook_runs_for_real_and_writes_its_tables(experiment, test_zoo, tmp_
         assert set(books.target) == {"tiny-neox-kjv", "tiny-neox-kjv-aligned"}
         lic = books[(books.target == "tiny-neox-kjv-aligned") & (books.category == "copyrighted")]
         assert set(lic.split) == {"member", "nonmember"}
+        # a book the target never saw gains nothing beyond its floor: RECAP (after feedback) stays at or below the
+        # echo of the metadata + feedback hints on every non-member book (more would be the hints' contamination)
+        held = books[books.split == "nonmember"].pivot_table(index=["target", "book"], columns="method",
+                                                             values="rouge_l")
+        assert len(held) >= 2 and (held["recap"] <= held["echo_fb"]).all(), held[["dsp_jb", "recap", "echo_fb"]]
