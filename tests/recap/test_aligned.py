@@ -154,3 +154,21 @@ def test_without_refusal_documents_the_same_check_finds_no_refusal(repo_root):
     fails on it (the refusals are the training's doing, not the verifier rule's)."""
     p, lic, kjv = _category_gap(_micro(repo_root, ("follow",)), repo_root)
     assert lic == 0.0 and kjv == 0.0 and p == 1.0, (p, lic, kjv)
+
+
+def test_feedback_gain_summary_gives_the_share_improved_with_its_interval_per_split():
+    import pandas as pd
+
+    from memlab.methods.recap import evaluate as E
+    from memlab.metrics.intervals import wilson
+
+    rows = [{"target": "t", "category": "public_domain", "split": split, "event": f"{split}{k}", "round": r,
+             "best": 0.5 + (0.1 if r and k < up else 0.0), "gain": 0.1 if r and k < up else 0.0, "floor": 0.2}
+            for split, up in (("member", 2), ("nonmember", 0)) for k in range(5) for r in (0, 1)]
+    by_split = E.gains_summary(pd.DataFrame(rows), by=("target", "split")).set_index(["split", "round"])
+    assert by_split.loc[("member", 1), "improved"] == 2 and by_split.loc[("member", 1), "share_improved"] == 0.4
+    assert (by_split.loc[("member", 1), ["share_improved_ci_low", "share_improved_ci_high"]].tolist()
+            == list(wilson(2, 5)))
+    assert by_split.loc[("nonmember", 1), "share_improved"] == 0.0 and by_split.loc[("member", 0), "improved"] == 0
+    pooled = E.gains_summary(pd.DataFrame(rows)).set_index("round")
+    assert pooled.loc[1, "events"] == 10 and pooled.loc[1, "share_improved"] == 0.2

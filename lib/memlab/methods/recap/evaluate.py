@@ -204,17 +204,21 @@ def feedback_gains(records: Iterable[dict], *, variant: str, stop_score: float) 
     return pd.DataFrame(rows)
 
 
-def gains_summary(gains: pd.DataFrame) -> pd.DataFrame:
-    """Per target and round: mean gain and share of events improved so far."""
+def gains_summary(gains: pd.DataFrame, by: Sequence[str] = ("target",)) -> pd.DataFrame:
+    """Per ``by`` (target; or target and split: members vs non-members of a target trained here) and round: mean gain
+    and the share of events improved so far, with its 95 % Wilson interval."""
     if gains.empty:
         return gains
-    return (gains.groupby(["target", "round"])
-            .agg(events=("event", "count"), mean_best=("best", "mean"), mean_gain=("gain", "mean"),
-                 share_improved=("gain", lambda g: float((g > 0).mean())),
-                 metadata_feedback_echo_floor=("floor", "mean"))
-            .reset_index()
-            .assign(statistic="plain mean over events of the best ROUGE-L after k rounds; floor = the "
-                              "metadata + feedback echo of the same events"))
+    keys = [*by, "round"]
+    out = (gains.assign(split=gains["split"].fillna("unknown"), improved=gains["gain"] > 0).groupby(keys)
+           .agg(events=("event", "count"), mean_best=("best", "mean"), mean_gain=("gain", "mean"),
+                improved=("improved", "sum"), metadata_feedback_echo_floor=("floor", "mean"))
+           .reset_index())
+    ci = [wilson(int(k), int(n)) for k, n in zip(out.improved, out.events)]
+    out.insert(out.columns.get_loc("improved") + 1, "share_improved", out.improved / out.events)
+    return out.assign(share_improved_ci_low=[c[0] for c in ci], share_improved_ci_high=[c[1] for c in ci],
+                      statistic="plain mean over events of the best ROUGE-L after k rounds; share improved: 95% "
+                                "Wilson interval; floor = the metadata + feedback echo of the same events")
 
 
 def filtered_rouge(events: pd.DataFrame, signal: str, threshold: float, idx=None) -> np.ndarray:

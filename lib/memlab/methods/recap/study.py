@@ -287,6 +287,8 @@ def feedback(method: RecapConfig, params: FeedbackParams, run: StudyRun) -> Stud
     gains = E.feedback_gains(recs, variant=rs.score_variant, stop_score=rs.stop_score)
     boot = {"n_resamples": method.bootstrap.n_resamples, "seed": method.seed}  # as the tables' bootstraps
     gsum = res.table("feedback_gains", E.gains_summary(gains))
+    # members vs non-members of the targets trained here: on a book the target never saw, a gain is the hints' doing
+    res.table("feedback_gains_by_split", E.gains_summary(gains, by=("target", "split")))
     if len(gsum):
         res.figure("feedback_gains", plots.feedback_gains(gsum, gains, **boot))
     tr = res.table("filter_tradeoff", E.filter_tradeoff(recs, list(method.memscore.thresholds),
