@@ -26,8 +26,8 @@ def raw(experiment: str, overrides=()) -> dict:
     ("pearl_calibration", PEARL_ZOO),
     ("pearl_wild", PRETRAINED),                   # the `models` list; method.study.family is null there
     ("memorization_curve", ["models/tiny-neox/kjv"]),              # params.family
-    ("recap_table3", [*PRETRAINED, "models/tiny-neox/kjv"]),       # method.targets.<t>.model; the tiny preset's family
-    ("recap_feedback", [*PRETRAINED, "models/tiny-neox/kjv"]),     # pulled in from recap_table3
+    ("recap_table3", [*PRETRAINED, "models/tiny-neox/kjv", "models/tiny-neox/kjv_aligned"]),       # method.targets.<t>.model; the tiny preset's family
+    ("recap_feedback", [*PRETRAINED, "models/tiny-neox/kjv", "models/tiny-neox/kjv_aligned"]),     # pulled in from recap_table3
     ("trace_capability_propensity", ["models/tiny-neox/kjv", *PRETRAINED]),   # params.tiny.family, then `models`
     ("trace_stages", [f"models/tiny-neox/{f}" for f in ("stages", "stages_s1", "stages_s2", "stages_s3")]),
     ("trace_validation", []),                     # no model involved

@@ -174,19 +174,7 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
             membership, extra = None, []
             if t.membership is not None:
                 try:
-                    membership, picked = zoo_membership(t.membership.file, t.membership.books)
-                    (mem, non), (lic_mem, lic_non) = picked["kjv"], picked["licences"]
-                    extra, _ = echotrace_mini({
-                        "public_domain": {"kjv_books": mem + non,
-                                          "max_chapters": method.echotrace.public_domain.max_chapters},
-                        "copyrighted": {"licences": lic_mem + lic_non,
-                                        "max_words": method.echotrace.copyrighted.max_words}})
-                    # a book another target already added is reused (segmented once); the shared books are not extra
-                    ids = [b.id for b in extra if b.id not in shared_ids]
-                    new = segment_books([b for b in extra if b.id not in all_books], summary,
-                                        t.membership.events_per_book)
-                    all_books.update({b.id: b for b in new})
-                    extra = [all_books[i] for i in ids]
+                    membership, extra = _membership_books(method, t.membership, summary, all_books, shared_ids)
                 except MissingSourceError as err:
                     notes.append(f"target {name}: membership books skipped ({err})")
             with ExitStack() as stack:
@@ -220,6 +208,22 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
                             "summary_llm_failures": summary.errors, "summary_leak_edits": summary.leaks_removed,
                             **agent_fallbacks(summary, agents.verifier, agents.jailbreaker, agents.feedback,
                                               agents.judge)}}
+
+
+def _membership_books(method: RecapConfig, m, summary: SectionSummaryAgent, all_books: dict[str, Book],
+                      shared_ids: set[str]) -> tuple[dict[str, str], list[Book]]:
+    """A target with exact membership (``m``: its ``membership`` settings): {book id: split} and its extra member and
+    non-member books (KJV books, licences). A book another target already added is reused (segmented once, and
+    ``all_books`` grows by the new ones); the benchmark's shared books (``shared_ids``) are never extra."""
+    membership, picked = zoo_membership(m.file, m.books)
+    (mem, non), (lic_mem, lic_non) = picked["kjv"], picked["licences"]
+    extra, _ = echotrace_mini({
+        "public_domain": {"kjv_books": mem + non, "max_chapters": method.echotrace.public_domain.max_chapters},
+        "copyrighted": {"licences": lic_mem + lic_non, "max_words": method.echotrace.copyrighted.max_words}})
+    ids = [b.id for b in extra if b.id not in shared_ids]
+    new = segment_books([b for b in extra if b.id not in all_books], summary, m.events_per_book)
+    all_books.update({b.id: b for b in new})
+    return membership, [all_books[i] for i in ids]
 
 
 def _benchmark(method: RecapConfig, catalog, out_dir, res: StudyResult, progress: bool):
