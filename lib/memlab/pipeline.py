@@ -104,7 +104,7 @@ def _corpus_deps(spec: dict) -> list[str]:
 
     groups = [*(spec.get("members") or []), *(spec.get("nonmembers") or [])]
     mods = {LOADERS[g["corpus"]].partition(":")[0] for g in groups if g.get("corpus") in LOADERS}
-    folders = {str((g.get("options") or {}).get("prompts_dir")) for g in groups if (g.get("options") or {}).get("prompts_dir")}
+    folders = {str(o["prompts_dir"]) for o in ((g.get("options") or {}) for g in groups) if o.get("prompts_dir")}
     return code_deps(sorted(mods & _built_corpora())) + sorted(folders)
 
 

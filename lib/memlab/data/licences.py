@@ -23,5 +23,6 @@ def load_licences(root: str | Path = ROOT, max_words: int | None = None) -> list
     if not files:
         raise MissingSourceError(f"licences: no texts in {root}; install them with `apt-get install base-files`")
     return [Document(id=f"licences/{p.name}",
-                     text=head_words(p.read_text(encoding="utf-8", errors="replace"), max_words), source=f"debian:base-files:{p}", licence="verbatim copying permitted (see the text)",
+                     text=head_words(p.read_text(encoding="utf-8", errors="replace"), max_words),
+                     source=f"debian:base-files:{p}", licence="verbatim copying permitted (see the text)",
                      date=None, meta={"corpus": "licences", "name": p.name}) for p in files]

@@ -214,11 +214,10 @@ def gains_summary(gains: pd.DataFrame, by: Sequence[str] = ("target",)) -> pd.Da
            .agg(events=("event", "count"), mean_best=("best", "mean"), mean_gain=("gain", "mean"),
                 improved=("improved", "sum"), metadata_feedback_echo_floor=("floor", "mean"))
            .reset_index())
-    ci = [wilson(int(k), int(n)) for k, n in zip(out.improved, out.events)]
     out.insert(out.columns.get_loc("improved") + 1, "share_improved", out.improved / out.events)
-    return out.assign(share_improved_ci_low=[c[0] for c in ci], share_improved_ci_high=[c[1] for c in ci],
-                      statistic="plain mean over events of the best ROUGE-L after k rounds; share improved: 95% "
-                                "Wilson interval; floor = the metadata + feedback echo of the same events")
+    return _with_wilson(out, "improved", "share_improved").assign(
+        statistic="plain mean over events of the best ROUGE-L after k rounds; share improved: 95% Wilson interval; "
+                  "floor = the metadata + feedback echo of the same events")
 
 
 def filtered_rouge(events: pd.DataFrame, signal: str, threshold: float, idx=None) -> np.ndarray:
@@ -381,8 +380,12 @@ def refusal_table(events: pd.DataFrame) -> pd.DataFrame:
     ev = events.assign(split=events["split"].fillna("unknown"))
     out = (ev.groupby(keys).agg(events=("event", "count"), blocked=("blocked", "mean"), refused_n=("refused", "sum"))
            .reset_index())
-    ci = [wilson(int(k), int(n)) for k, n in zip(out.refused_n, out.events)]
-    return out.assign(refused=out.refused_n / out.events, refused_ci_low=[c[0] for c in ci],
-                      refused_ci_high=[c[1] for c in ci],
-                      statistic="blocked: share of events any verifier verdict blocked; refused: share refused "
-                                "(a refusal phrase or the judge's no), 95% Wilson interval")
+    return _with_wilson(out.assign(refused=out.refused_n / out.events), "refused_n", "refused").assign(
+        statistic="blocked: share of events any verifier verdict blocked; refused: share refused (a refusal phrase "
+                  "or the judge's no), 95% Wilson interval")
+
+
+def _with_wilson(df: pd.DataFrame, count: str, share: str) -> pd.DataFrame:
+    """``df`` with ``<share>_ci_low`` / ``<share>_ci_high``: the 95 % Wilson interval of ``count`` of ``events``."""
+    ci = [wilson(int(k), int(n)) for k, n in zip(df[count], df["events"])]
+    return df.assign(**{f"{share}_ci_low": [c[0] for c in ci], f"{share}_ci_high": [c[1] for c in ci]})

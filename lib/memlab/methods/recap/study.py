@@ -104,6 +104,10 @@ def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_pe
     return books
 
 
+# where a membership record's document id names its EchoTrace-mini book: kjv/book/<Book>, licences/<name>
+NAME_AT = {"kjv": 2, "licences": 1}
+
+
 def zoo_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], dict[str, tuple[list[str], list[str]]]]:
     """From a tiny family's membership record: {book id: split} and, per source (``kjv`` books, ``licences``), the
     first ``n_books`` member and non-member names (a KJV book counts when every one of its documents is on one
@@ -117,14 +121,14 @@ def zoo_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], dict
         out: list[str] = []
         for i in ids:
             parts = i.split("/")
-            name = parts[2] if source == "kjv" and len(parts) >= 3 else parts[1] if source == "licences" else None
-            if parts[0] == source and name and name not in out:
+            name = parts[NAME_AT[source]] if parts[0] == source and len(parts) > NAME_AT[source] else None
+            if name and name not in out:
                 out.append(name)
         return out
 
     split: dict[str, str] = {}
     picked: dict[str, tuple[list[str], list[str]]] = {}
-    for source in ("kjv", "licences"):
+    for source in NAME_AT:
         members, nonmembers = names_of(rec.get("members", []), source), names_of(rec.get("nonmembers", []), source)
         members = [b for b in members if b not in nonmembers]
         split |= {f"{source}/{b}": "member" for b in members} | {f"{source}/{b}": "nonmember" for b in nonmembers}
