@@ -62,6 +62,7 @@ class Claim:
     paper_quote: str = ""
     threshold: float | None = None   # the effect's threshold from the paper's magnitude or our stated reading
     deviations: tuple[str, ...] = field(default_factory=tuple)   # ids in conf/deviations/<paper>.yaml
+    scope: str | None = None   # the part of the run the claim judges, as its method names it (RECAP: a target group)
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,12 @@ class Check:
 RULES: dict[str, Callable[[Any, Claim], Any]] = {}
 
 
-def rule(claim_id: str):
-    """Register the function that judges claim (or sanity check) ``claim_id``."""
+def rule(*claim_ids: str):
+    """Register the function that judges claim (or sanity check) ``claim_ids`` (one rule may judge several claims,
+    e.g. one per ``scope``)."""
     def register(fn):
-        RULES[claim_id] = fn
+        for claim_id in claim_ids:
+            RULES[claim_id] = fn
         return fn
     return register
 

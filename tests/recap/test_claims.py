@@ -13,8 +13,9 @@ from memlab.methods.recap.evaluate import group_of
 from memlab.results import StudyResult
 
 EXPERIMENTS = ("recap_table3", "recap_feedback")
-TARGETS = ("t-small", "t-large")
-LADDER = {"prefix": 0.10, "dsp": 0.30, "dsp_jb": 0.40, "recap": 0.55}
+TARGETS = ("SmolLM2-135M-Instruct", "Gemma-3-270M")     # the claims without a suffix judge these (off_the_shelf)
+ALIGNED = "tiny-neox-kjv-aligned"                       # the "_aligned" claims judge this one (ground_truth_aligned)
+LADDER = {"prefix": 0.10, "dsp": 0.30, "dsp_jb": 0.40, "recap": 0.55, "echo": 0.15, "echo_fb": 0.20}
 
 
 def books(scores: dict, *, n_books: int = 8, sd: float = 0.02, targets=TARGETS, seed: int = 0) -> pd.DataFrame:
@@ -55,7 +56,32 @@ def test_every_recap_claim_has_a_rule():
 def test_jailbreak_without_refusals_is_not_testable():
     f = judge("recap_t3_jailbreak_gain", result({"book_scores": books({"copyrighted": LADDER}),
                                                  "refusals": refusals(0.0)}))
-    assert f.verdict == "not testable here" and "refused none" in f.reason and "memlab.run" in f.reason
+    assert f.verdict == "not testable here" and "no DSP output" in f.reason and "memlab.run" in f.reason
+
+
+def test_each_scope_judges_its_own_targets():
+    """The off-the-shelf models gain, the aligned target loses: each claim sees only its scope's targets, and the
+    base tiny model (ground_truth_base) is judged by neither."""
+    off = books({"copyrighted": LADDER})
+    aligned = books({"copyrighted": {**LADDER, "recap": 0.05}}, targets=(ALIGNED,), seed=1)
+    base = books({"copyrighted": {**LADDER, "recap": 0.99}}, targets=("tiny-neox-kjv",), seed=2)
+    res = result({"book_scores": pd.concat([off, aligned, base])})
+    f = judge("recap_gain_over_dsp", res)
+    assert f.verdict == "reproduced" and "Gemma-3-270M" in f.setting and ALIGNED not in f.setting
+    f = judge("recap_gain_over_dsp_aligned", res)
+    assert f.verdict == "contradicted" and f.setting.startswith(f"targets: {ALIGNED};")
+    assert judge("recap_gain_over_dsp_aligned", result({"book_scores": off})).verdict == "not testable here"
+
+
+def test_a_gain_that_does_not_clear_its_floor_is_not_reproduced():
+    # RECAP beats DSP clearly, but its hints alone (metadata + feedback echo) score more than RECAP does
+    f = judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": {**LADDER, "echo_fb": 0.7}})}))
+    assert f.verdict == "inconclusive" and "does not clear" in f.reason
+    # the same gain with a floor beneath it is a gain
+    assert judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": LADDER})})).verdict == "reproduced"
+    # no floor measured: the gain cannot be judged above it
+    no_floor = books({"copyrighted": {k: v for k, v in LADDER.items() if not k.startswith("echo")}})
+    assert judge("recap_gain_over_dsp", result({"book_scores": no_floor})).verdict == "not testable here"
 
 
 def test_two_books_a_target_cannot_decide_even_when_every_book_agrees():
@@ -64,33 +90,42 @@ def test_two_books_a_target_cannot_decide_even_when_every_book_agrees():
     assert f.verdict == "inconclusive" and f.p_value >= 0.05 and f.n_needed > f.our_n
 
 
-def tiny_books(members: float, nonmembers: float, copyrighted: float, n_books: int = 6) -> pd.DataFrame:
+def tiny_books(members: float, nonmembers: float, copyrighted: float, n_books: int = 6, target: str = ALIGNED,
+               copyright_split: str | None = None, held_licences: float | None = None) -> pd.DataFrame:
     """book_scores of one target with exact membership, labelled as the study labels them (split and group)."""
-    rows = []
-    for cat, split, v in (("public_domain", "member", members), ("public_domain", "nonmember", nonmembers),
-                          ("copyrighted", None, copyrighted)):
+    rows, cells = [], [("public_domain", "member", members), ("public_domain", "nonmember", nonmembers),
+                       ("copyrighted", copyright_split, copyrighted)]
+    if held_licences is not None:
+        cells.append(("copyrighted", "nonmember", held_licences))
+    for cat, split, v in cells:
         for b in range(n_books):
-            rows.append({"target": "tiny", "category": cat, "book": f"{cat}/{split}/{b}", "split": split,
+            rows.append({"target": target, "category": cat, "book": f"{cat}/{split}/{b}", "split": split,
                          "group": group_of(cat, split), "method": "recap", "rouge_l": v + 0.01 * (b % 3),
                          "events": 2, "passages_m5": 0})
     return pd.DataFrame(rows)
 
 
 def test_public_vs_copyrighted_leaves_out_a_target_trained_on_one_category():
+    # public-domain members vs licence texts it never saw (no member licence): true by construction, left out
     tiny = tiny_books(members=0.9, nonmembers=0.0, copyrighted=0.1)
-    # alone, the tiny model (public-domain members vs licence texts it never saw) proves nothing
-    f = judge("recap_t3_public_vs_copyrighted", result({"book_scores": tiny}))
+    f = judge("recap_t3_public_vs_copyrighted_aligned", result({"book_scores": tiny}))
     assert f.verdict == "not testable here"
-    # beside a pretrained target that reads copyrighted text better, the verdict is that target's: contradicted
-    other = books({"public_domain": {"recap": 0.1}, "copyrighted": {"recap": 0.5}}, targets=("smol",))
+    # trained on both categories: judged on its members of each; held-out licences it reads well are left out
+    both = tiny_books(members=0.9, nonmembers=0.0, copyrighted=0.1, copyright_split="member", held_licences=0.95)
+    f = judge("recap_t3_public_vs_copyrighted_aligned", result({"book_scores": both}))
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(0.8, abs=0.03)
+    reverse = tiny_books(members=0.1, nonmembers=0.0, copyrighted=0.9, copyright_split="member")
+    assert judge("recap_t3_public_vs_copyrighted_aligned", result({"book_scores": reverse})).verdict == "contradicted"
+    # an off-the-shelf target that reads copyrighted text better: contradicted
+    other = books({"public_domain": {"recap": 0.1}, "copyrighted": {"recap": 0.5}}, targets=TARGETS[:1])
     f = judge("recap_t3_public_vs_copyrighted", result({"book_scores": pd.concat([tiny, other])}))
-    assert f.verdict == "contradicted" and "left out (one category in training): tiny" in f.reason
+    assert f.verdict == "contradicted" and ALIGNED not in f.setting
     assert f.our_value == pytest.approx(-0.4, abs=0.03)
 
 
 def gains(per_event: list[tuple[float, float]], rounds: int = 2, split: str = "member") -> pd.DataFrame:
     """feedback_gains_events rows from (gain after round 1, gain after the last round) per event."""
-    return pd.DataFrame([{"target": "t-small", "category": "public_domain", "event": f"{split}-e{e}", "round": k,
+    return pd.DataFrame([{"target": TARGETS[0], "category": "public_domain", "event": f"{split}-e{e}", "round": k,
                           "gain": 0.0 if k == 0 else (g1 if k == 1 else gl), "split": split}
                          for e, (g1, gl) in enumerate(per_event) for k in range(rounds + 1)])
 
@@ -111,9 +146,25 @@ def test_feedback_one_round_members_only_and_not_testable_cases():
 
 
 def test_no_contamination_needs_a_positive_control():
-    flat = books({"public_domain": {"dsp_jb": 0.3, "recap": 0.3}, "non_training": {"dsp_jb": 0.1, "recap": 0.1}}, sd=0.0)
+    flat = books({"public_domain": {"dsp_jb": 0.3, "recap": 0.3},
+                  "non_training": {"dsp_jb": 0.1, "recap": 0.1, "echo_fb": 0.3}}, sd=0.0)
     f = judge("recap_feedback_no_contamination", result({"book_scores": flat}))
     assert f.verdict == "not testable here" and "no positive control" in f.reason
+
+
+def test_no_contamination_counts_held_out_books_as_non_training():
+    """On the aligned target, books known to be outside its training set join the release notes: RECAP above its
+    floor on them is contamination, even where the release notes stay clean."""
+    def rows(held_recap):
+        member = books({"public_domain": {"dsp_jb": 0.3, "recap": 0.5}}, targets=(ALIGNED,)).assign(split="member")
+        held = books({"public_domain": {"dsp_jb": 0.1, "recap": held_recap, "echo_fb": 0.3}}, targets=(ALIGNED,),
+                     seed=1).assign(split="nonmember", book=lambda d: d.book + "-held")
+        notes = books({"non_training": {"dsp_jb": 0.1, "recap": 0.1, "echo_fb": 0.3}}, targets=(ALIGNED,), seed=2,
+                      n_books=2)
+        return pd.concat([member, held, notes])
+    assert judge("recap_feedback_no_contamination_aligned", result({"book_scores": rows(0.1)})).verdict == "reproduced"
+    f = judge("recap_feedback_no_contamination_aligned", result({"book_scores": rows(0.9)}))
+    assert f.verdict == "contradicted" and "RECAP − its floor on non-training books +0.4" in f.reason
 
 
 def test_filter_hybrid_without_memorization_scores_is_not_testable():
@@ -121,7 +172,8 @@ def test_filter_hybrid_without_memorization_scores_is_not_testable():
 
 
 def full_result() -> StudyResult:
-    b = books({"public_domain": LADDER, "copyrighted": LADDER, "non_training": {"dsp_jb": 0.1, "recap": 0.1}})
+    b = books({"public_domain": LADDER, "copyrighted": LADDER,
+               "non_training": {"dsp_jb": 0.1, "recap": 0.1, "echo_fb": 0.3}})
     return result({"book_scores": b, "refusals": refusals(0.3), "feedback_gains_events": gains([(0.3, 0.3)] * 5)})
 
 

@@ -19,7 +19,7 @@ def _cfg(name, micro_family, tmp_path):
     OmegaConf.update(cfg, "method.targets", {"micro": {
         "model": dict(micro_family.model_cfg), "prompt_style": "plain", "max_new_tokens": 20,
         "budget_factor": 2.0, "tokens_per_word": 1.3, "max_context_tokens": 96, "min_prompt_tokens": 32, "price_in": 0.27, "price_out": 1.1, "categories": None, "events_per_book": None,
-        "membership": None}}, merge=False)
+        "membership": None, "group": "ground_truth_base"}}, merge=False)
     OmegaConf.update(cfg, "method.echotrace", {
         "public_domain": {"kjv_books": ["Ruth"], "max_chapters": 1},
         "copyrighted": {"licences": ["GPL-3"], "max_words": 150},

@@ -18,7 +18,7 @@ from memlab.methods.pearl import tables as T
 from memlab.methods.pearl.calibration import calibrate_alpha
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.methods.recap import evaluate as E
-from memlab.methods.recap.config import CATEGORIES, RecapConfig, TargetConfig
+from memlab.methods.recap.config import CATEGORIES, TARGET_GROUPS, RecapConfig, TargetConfig
 from memlab.methods.recap.study import run_recap
 from memlab.methods.trace import study as trace_study
 from memlab.methods.trace.config import TraceConfig
@@ -49,6 +49,7 @@ class RecapTarget:
     min_prompt_tokens: int = field(metadata=check(ge=1))
     categories: list[str] = field(metadata=check(choices=CATEGORIES, nonempty=True))
     events_per_book: int | None = field(metadata=check(ge=1))
+    group: str = field(metadata=check(choices=TARGET_GROUPS))
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,16 @@ targets; the mean of these resampled averages is Table 3's "Avg." (a bootstrap m
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.errors import ConfigError
 from memlab.methods.recap.agents import agents_label
-from memlab.methods.recap.evaluate import filtered_rouge
+from memlab.methods.recap.config import TARGET_GROUPS
+from memlab.methods.recap.evaluate import filter_tradeoff, filtered_rouge
+from memlab.results import StudyResult
 from memlab.metrics.bootstrap import resample_indices
 from memlab.metrics.intervals import (bonferroni_level, expanded_level, n_to_decide, permutation_diff, quantile_ci,
                                       sign_flip_p, wilson, wilson_n_to_decide)
@@ -26,6 +31,43 @@ METHODS = ("prefix", "dsp", "dsp_jb", "recap")
 NAMES = {"prefix": "Prefix-Probing", "dsp": "DSP", "dsp_jb": "DSP + Jailbreak", "recap": "RECAP"}
 CATEGORY = {"public_domain": "public-domain", "copyrighted": "copyright-category (stand-in)",
             "non_training": "non-training"}
+# each method's echo floor (book_scores methods): what its hints alone score against the gold
+FLOOR = {"dsp": "echo", "dsp_jb": "echo", "recap": "echo_fb"}
+FLOOR_NAMES = {"echo": "metadata echo", "echo_fb": "metadata + feedback echo"}
+# the tables the rules read per target: each must carry a target column to be scoped
+PER_TARGET = ("book_scores", "refusals", "feedback_gains_events", "filter_events")
+
+
+# -- scope: the targets a claim judges ----------------------------------------------------------------------------
+def scoped(res, claim: Claim):
+    """``res`` restricted to the targets of ``claim.scope`` (a target group, ``method.targets.<t>.group``): every
+    table with a ``target`` column keeps those targets' rows only, so off-the-shelf models and the aligned
+    ground-truth target are judged apart (issue 29). A claim without a scope judges every target."""
+    if claim.scope is None:
+        return res
+    if claim.scope not in TARGET_GROUPS:
+        raise ConfigError(f"claim {claim.id!r}: scope must be one of {TARGET_GROUPS}, got {claim.scope!r}")
+    method = res.method
+    keep = {name for name, t in method.targets.items() if t.group == claim.scope}
+    unscoped = [k for k in PER_TARGET if k in res.tables and "target" not in res.tables[k].columns]
+    if unscoped:
+        raise ValueError(f"claim {claim.id!r} judges the {claim.scope} targets, but table(s) {', '.join(unscoped)} "
+                         "have no target column: rerun the study")
+    tables = {k: v[v["target"].isin(keep)] if "target" in getattr(v, "columns", ()) else v
+              for k, v in res.tables.items()}
+    out = StudyResult(tables=tables, metrics=res.metrics)
+    out.attach(res.config, {"method": method})
+    return out
+
+
+def scoped_rule(*claim_ids: str):
+    """Register a rule for ``claim_ids``; each judges the targets of its own claim's scope (:func:`scoped`)."""
+    def register(fn):
+        @functools.wraps(fn)
+        def judge(res, claim: Claim) -> Finding:
+            return fn(scoped(res, claim), claim)
+        return rule(*claim_ids)(judge)
+    return register
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
@@ -151,7 +193,7 @@ NO_BOOKS = "the run scored no {} books with every method, so the claim cannot be
 
 
 # -- Table 3 -----------------------------------------------------------------------------------------------------
-@rule("recap_t3_order")
+@scoped_rule("recap_t3_order", "recap_t3_order_aligned")
 def t3_order(res, claim: Claim) -> Finding:
     """Hypothesis: on the copyright category, RECAP > DSP + Jailbreak > DSP > Prefix-Probing in Table 3's average
     ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − 0.05/3: reproduced
@@ -174,63 +216,95 @@ def t3_order(res, claim: Claim) -> Finding:
                    p_value=max(ps), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
 
-@rule("recap_t3_jailbreak_gain")
+def _blocked_share(res) -> float | None:
+    """Share of the copyright category's DSP outputs that were blocked (the jailbreaker's trigger), or None when the
+    run has no refusals table."""
+    ref = res.tables.get("refusals")
+    if ref is None or not len(ref):
+        return None
+    r = ref[(ref.category == "copyrighted") & (ref.method == "dsp")]
+    return float((r.blocked * r.events).sum() / r.events.sum()) if r.events.sum() else 0.0
+
+
+def _gain(res, got, a: str, b: str, setting: str, prefix: str = "") -> Finding:
+    """The gain of ``a`` over ``b`` on the copyright category, judged above the floor (issue 29): two paired
+    intervals at 1 − 0.05/2, of ``a`` − ``b`` and of ``a`` − its echo floor (what its hints alone score). Reproduced
+    iff both lie above 0; contradicted iff the gain's lies below 0; a gain whose method does not clear its floor is
+    inconclusive (the hints could explain it). Our value: the relative gain (a − b) / b."""
+    point, draws, targets, n, _ = got
+    level, units = bonferroni_level(2, ALPHA), _units(n, targets)
+    floor = _panel(res, "copyrighted", (a, FLOOR[a]), members_only=True)
+    if floor is None:
+        return untestable(setting, f"the run measured no echo floor of {NAMES[a]} on the copyright category",
+                          full_command("recap_table3"))
+    d, ci = point[a] - point[b], _ci(draws[a] - draws[b], level, units)
+    fdraws = floor[0][:, 0] - floor[0][:, 1]
+    fd, fci = float(fdraws.mean()), _ci(fdraws, level, units)
+    p = _paired_p(res, "copyrighted", a, b)
+    v = guard(decide(ci), p, level)
+    seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (difference {d:+.3f} [{ci[0]:+.3f}, "
+            f"{ci[1]:+.3f}]); {NAMES[a]} − its floor ({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} [{fci[0]:+.3f}, {fci[1]:+.3f}]")
+    if v == "reproduced" and decide(fci) != "reproduced":
+        v, seen = "inconclusive", seen + ": the gain does not clear what the hints alone score"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = (draws[a] - draws[b]) / draws[b]
+    needs = [x for x in (_need(d, ci, n, v), _need(fd, fci, n, v)) if x]
+    return Finding(d / point[b] if point[b] > 0 else None, _ci(rel, units=units) if np.isfinite(rel).any() else None,
+                   setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; decided on the "
+                   "paired difference and on the gainer's margin over its echo floor", p_value=p, our_n=n,
+                   n_needed=max(needs, default=None))
+
+
+@scoped_rule("recap_t3_jailbreak_gain", "recap_t3_jailbreak_gain_aligned")
 def t3_jailbreak_gain(res, claim: Claim) -> Finding:
-    """Hypothesis: DSP + Jailbreak's copyright-category average exceeds DSP's (paired 95 % interval of the
-    difference above 0; the paper's 42 % is for strongly aligned API models, its App. K reports 10 % for small ones,
-    so only the direction is tested). Not testable when no target refused a DSP prompt: the jailbreaker only
-    rewrites refused prompts. Our value: the relative gain (DSP + JB − DSP) / DSP."""
+    """Hypothesis: DSP + Jailbreak's copyright-category average exceeds DSP's and clears its own echo floor (the
+    metadata echo); two paired intervals at 1 − 0.05/2: reproduced iff both lie above 0, contradicted iff the
+    gain's lies below 0 (the paper's 42 % is for strongly aligned API models, its App. K reports 10 % for small
+    ones, so only the direction is tested). Not testable when no DSP output was blocked: the jailbreaker only
+    rewrites blocked prompts. Our value: the relative gain (DSP + JB − DSP) / DSP."""
     got = _copyright_pair(res, "dsp_jb", "dsp")
     if isinstance(got, Finding):
         return got
-    point, draws, targets, n, (d_lo, d_hi) = got
-    ref = res.tables.get("refusals")
-    refused = None
-    if ref is not None and len(ref):
-        r = ref[(ref.category == "copyrighted") & (ref.method == "dsp")]
-        refused = float((r.blocked * r.events).sum() / r.events.sum()) if r.events.sum() else 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = (draws["dsp_jb"] - draws["dsp"]) / draws["dsp"]
-    gain = (point["dsp_jb"] - point["dsp"]) / point["dsp"] if point["dsp"] > 0 else None
-    setting = _setting(res, targets, "copyrighted", n, f"DSP refusal rate {refused:.0%}" if refused is not None else "")
-    d = point["dsp_jb"] - point["dsp"]
-    seen = f"DSP {point['dsp']:.3f} → DSP + Jailbreak {point['dsp_jb']:.3f} (difference {d:+.3f} [{d_lo:+.3f}, {d_hi:+.3f}])"
-    if refused == 0.0:
-        return untestable(setting, f"our targets refused none of the DSP prompts, so the jailbreak never fires "
-                          f"({seen})", "python -m memlab.run experiment=recap_table3 with a target that refuses "
-                          "(an aligned chat model, e.g. model=<served chat preset>)")
-    p = _paired_p(res, "copyrighted", "dsp_jb", "dsp")
-    v = guard(decide((d_lo, d_hi)), p)
-    return Finding(gain, _ci(rel, units=_units(n, targets)) if np.isfinite(rel).any() else None, setting, v, seen,
-                   statistic="relative gain (DSP + JB − DSP) / DSP; decided on the paired difference", p_value=p, our_n=n,
-                   n_needed=_need(d, (d_lo, d_hi), n, v))
+    point, _, targets, n, _ = got
+    blocked = _blocked_share(res)
+    setting = _setting(res, targets, "copyrighted", n, f"DSP outputs blocked {blocked:.0%}" if blocked is not None else "")
+    if blocked == 0.0:
+        return untestable(setting, f"no DSP output of these targets was blocked, so the jailbreak never fires (DSP "
+                          f"{point['dsp']:.3f}, DSP + Jailbreak {point['dsp_jb']:.3f})", "python -m memlab.run "
+                          "experiment=recap_table3 with a target that refuses (an aligned chat model, e.g. "
+                          "model=<served chat preset>)")
+    return _gain(res, got, "dsp_jb", "dsp", setting)
 
 
-@rule("recap_t3_public_vs_copyrighted")
+@scoped_rule("recap_t3_public_vs_copyrighted", "recap_t3_public_vs_copyrighted_aligned")
 def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     """Hypothesis: for each target that may have seen both categories, RECAP's public-domain average exceeds its
     copyright-category average (book-level bootstrap interval of the difference per target, at a Bonferroni level
-    over targets): reproduced iff every target's lies above 0, contradicted iff one lies below. A target whose
-    training set is known to hold one category only (the tiny model: public-domain members, never the licence
-    texts) is left out: its difference is true by construction. Our value: the mean difference over the judged
-    targets (the paper: 0.621 − 0.460)."""
+    over targets): reproduced iff every target's lies above 0, contradicted iff one lies below. A target with known
+    membership is judged on its member books of both categories (the aligned tiny target: KJV members vs licence
+    members); one whose training set is known to hold one category only (the base tiny model: public-domain
+    members, never the licence texts) is left out: its difference is true by construction. Our value: the mean
+    difference over the judged targets (the paper: 0.621 − 0.460)."""
     books = res.tables.get("book_scores")
     if books is None or books.empty:
         return untestable("no books", NO_BOOKS.format("public-domain"), full_command("recap_table3"))
     known = set(books.loc[nonmember_rows(books), "target"])
+    members = books[books["split"].astype(str) == "member"] if "split" in books.columns else books.iloc[:0]
+    both = {t for t, g in members.groupby("target") if {"public_domain", "copyrighted"} <= set(g.category)}
+    known -= both
     targets = [t for t in dict.fromkeys(books.target) if t not in known]
     if not targets:
         return untestable("only targets trained on one category", "no target may have seen both categories",
                           full_command("recap_table3"))
     level, out = bonferroni_level(len(targets), ALPHA), {}
     for t in targets:
-        pub = _panel(res, "public_domain", ("recap",), target=t)
-        cop = _panel(res, "copyrighted", ("recap",), seed_offset=1, target=t)
+        pub = _panel(res, "public_domain", ("recap",), target=t, members_only=True)
+        cop = _panel(res, "copyrighted", ("recap",), seed_offset=1, target=t, members_only=True)
         if pub is not None and cop is not None:
             d = pub[0][:, 0] - cop[0][:, 0]
             seed, B = _seed(res)
-            p = permutation_diff(_scores(res, "public_domain", ("recap",), target=t)["recap"],
-                                 _scores(res, "copyrighted", ("recap",), target=t)["recap"], n_resamples=B, seed=seed)
+            p = permutation_diff(*(_scores(res, c, ("recap",), target=t, members_only=True)["recap"]
+                                   for c in ("public_domain", "copyrighted")), n_resamples=B, seed=seed)
             out[t] = (float(d.mean()), _ci(d, level, min(pub[2], cop[2])), pub[2] + cop[2], p)
     if not out:
         return untestable("missing a category", NO_BOOKS.format("public-domain or copyright"),
@@ -247,25 +321,17 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
                    "over judged targets; decided per target", p_value=max(p for *_, p in out.values()), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
 
-@rule("recap_gain_over_dsp")
+@scoped_rule("recap_gain_over_dsp", "recap_gain_over_dsp_aligned")
 def gain_over_dsp(res, claim: Claim) -> Finding:
-    """Hypothesis: RECAP's copyright-category average exceeds DSP's (the single-iteration baseline; paired 95 %
-    interval of the difference above 0). GPT-4.1 is not among our targets. Our value: the relative gain
-    (RECAP − DSP) / DSP (the paper: +24 %)."""
+    """Hypothesis: RECAP's copyright-category average exceeds DSP's (the single-iteration baseline) and clears its
+    own echo floor (the metadata + feedback echo: what its prompt and feedback hints alone score); two paired
+    intervals at 1 − 0.05/2: reproduced iff both lie above 0, contradicted iff the gain's lies below 0. GPT-4.1 is
+    not among our targets. Our value: the relative gain (RECAP − DSP) / DSP (the paper: +24 %)."""
     got = _copyright_pair(res, "recap", "dsp")
     if isinstance(got, Finding):
         return got
-    point, draws, targets, n, (lo, hi) = got
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = (draws["recap"] - draws["dsp"]) / draws["dsp"]
-    d = point["recap"] - point["dsp"]
-    p = _paired_p(res, "copyrighted", "recap", "dsp")
-    v = guard(decide((lo, hi)), p)
-    return Finding(d / point["dsp"] if point["dsp"] > 0 else None, _ci(rel, units=_units(n, targets)) if np.isfinite(rel).any() else None,
-                   _setting(res, targets, "copyrighted", n), v,
-                   f"not GPT-4.1: DSP {point['dsp']:.3f} → RECAP {point['recap']:.3f}; difference {d:+.3f} "
-                   f"[{lo:+.3f}, {hi:+.3f}]", statistic="relative gain (RECAP − DSP) / DSP; decided on the paired "
-                   "difference", p_value=p, our_n=n, n_needed=_need(d, (lo, hi), n, v))
+    _, _, targets, n, _ = got
+    return _gain(res, got, "recap", "dsp", _setting(res, targets, "copyrighted", n), prefix="not GPT-4.1: ")
 
 
 # -- the feedback loop -------------------------------------------------------------------------------------------
@@ -284,7 +350,7 @@ def _member_events(res):
     return wide.ffill(axis=1), dropped   # an event that stopped after round r keeps its round-r gain
 
 
-@rule("recap_feedback_one_round")
+@scoped_rule("recap_feedback_one_round", "recap_feedback_one_round_aligned")
 def feedback_one_round(res, claim: Claim) -> Finding:
     """Hypothesis: fewer than ``threshold`` (20 %) of the events below the stop score improve after round 1
     (Fig. 6); decided on the 95 % Wilson interval of that share. Not testable when the run allowed one round, the
@@ -317,45 +383,68 @@ def feedback_one_round(res, claim: Claim) -> Finding:
                    n_needed=wilson_n_to_decide(k / n, claim.threshold) if v == "inconclusive" else None)
 
 
-@rule("recap_feedback_no_contamination")
+def _unseen_as_non_training(res):
+    """``res`` with every book a target is known never to have seen (:func:`nonmember_rows`: held-out KJV books and
+    licences of the tiny targets) counted in the non-training category, beside the post-cutoff release notes."""
+    books = res.tables.get("book_scores")
+    if books is None or books.empty:
+        return res
+    held = nonmember_rows(books)
+    out = StudyResult(tables={**res.tables, "book_scores": books.assign(
+        category=np.where(held, "non_training", books.category.astype(object)))}, metrics=res.metrics)
+    out.attach(res.config, {"method": res.method})
+    return out
+
+
+@scoped_rule("recap_feedback_no_contamination", "recap_feedback_no_contamination_aligned")
 def feedback_no_contamination(res, claim: Claim) -> Finding:
-    """Hypothesis: the feedback loop raises ROUGE-L (RECAP − DSP + Jailbreak) less on non-training books than on
-    training books (independent book-level bootstraps; 95 % interval of training gain − non-training gain above 0).
-    Not testable without a positive control: when the loop gains nothing on training books there is no
-    contamination to miss. Our value: the most RECAP passages on any non-training book and target (the paper: at
-    most 1)."""
+    """Hypothesis: the feedback loop does not raise extraction from books the target never saw. Two tests at
+    1 − 0.05/2: the loop's gain (RECAP − DSP + Jailbreak) is larger on training books than on non-training books
+    (independent book-level bootstraps of training gain − non-training gain, above 0), and RECAP on non-training
+    books does not clear its floor, the metadata + feedback echo (any gain above the floor there is contamination;
+    interval of RECAP − floor below 0). Reproduced iff both hold, contradicted iff either interval lies on the other
+    side. Non-training books: the post-cutoff release notes and every book known to be outside the target's
+    training set. Not testable without a positive control: when the loop gains nothing on training books there is
+    no contamination to miss. Our value: the most RECAP passages on any non-training book and target (the paper:
+    at most 1)."""
+    res = _unseen_as_non_training(res)
     books = res.tables.get("book_scores")
     tol = res.method.passage_tolerance
     train = [c for c in ("public_domain", "copyrighted") if books is not None and c in set(books.category)]
-    nt = _panel(res, "non_training", ("dsp_jb", "recap"), seed_offset=2)
+    nt = _panel(res, "non_training", ("dsp_jb", "recap", "echo_fb"), seed_offset=2)
     tr = [p for c in train if (p := _panel(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
     if nt is None or not tr:
         return untestable("no non-training or training books", NO_BOOKS.format("non-training or training"),
                           full_command("recap_feedback"))
+    level = bonferroni_level(2, ALPHA)
     g_tr = np.mean([p[0][:, 1] - p[0][:, 0] for p in tr], axis=0)
-    g_nt = nt[0][:, 1] - nt[0][:, 0]
+    g_nt, over = nt[0][:, 1] - nt[0][:, 0], nt[0][:, 1] - nt[0][:, 2]
     setting = _setting(res, nt[1], "non_training", nt[2], f"passages: 40 tokens, ≤ {tol} mismatches")
     worst = int(books[(books.category == "non_training") & (books.method == "recap")][f"passages_m{tol}"].max())
     units = min([_units(p[2], p[1]) for p in tr] + [_units(nt[2], nt[1])])
     tr_ci = _ci(g_tr, units=units)
     if tr_ci[0] <= 0:
         return untestable(setting, f"no positive control: the loop's gain on training books {g_tr.mean():+.3f} "
-                          f"[{tr_ci[0]:+.3f}, {tr_ci[1]:+.3f}] is not above 0", full_command("recap_feedback"))
+                          f"[{tr_ci[0]:+.3f}, {tr_ci[1]:+.3f}] is not above 0 (RECAP − its floor on non-training "
+                          f"books {over.mean():+.3f})", full_command("recap_feedback"))
     d = g_tr - g_nt
-    ci = _ci(d, units=units)
+    ci, over_ci = _ci(d, level, units), _ci(over, level, _units(nt[2], nt[1]))
     per_book = [w["recap"] - w["dsp_jb"] for c in train
                 if (w := _scores(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
     w_nt = _scores(res, "non_training", ("dsp_jb", "recap"))
     seed, B = _seed(res)
     p = permutation_diff(np.concatenate([x.to_numpy(float) for x in per_book]),
                          (w_nt["recap"] - w_nt["dsp_jb"]).to_numpy(float), n_resamples=B, seed=seed)
-    v = guard(decide(ci), p)
+    v = combine([guard(decide(ci), p, level), decide(over_ci, direction="below")])
     n = nt[2] + sum(p[2] for p in tr)
+    needs = [x for x in (_need(float(d.mean()), ci, n, v), _need(float(over.mean()), over_ci, n, v)) if x]
     return Finding(float(worst), None, setting, v,
                    f"gain on training books {g_tr.mean():+.3f}, on non-training books {g_nt.mean():+.3f}; difference "
-                   f"{d.mean():+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; at most {worst} RECAP passage(s) per non-training "
-                   f"book", statistic="most RECAP passages on a non-training book and target; decided on training "
-                   "gain − non-training gain", p_value=p, our_n=n, n_needed=_need(float(d.mean()), ci, n, v))
+                   f"{d.mean():+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; RECAP − its floor on non-training books "
+                   f"{over.mean():+.3f} [{over_ci[0]:+.3f}, {over_ci[1]:+.3f}]; at most {worst} RECAP passage(s) per "
+                   f"non-training book", statistic="most RECAP passages on a non-training book and target; decided on "
+                   "training gain − non-training gain and on RECAP's margin over its floor on non-training books",
+                   p_value=p, our_n=n, n_needed=max(needs, default=None))
 
 
 def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
@@ -381,7 +470,7 @@ def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
     return out
 
 
-@rule("recap_filter_hybrid")
+@scoped_rule("recap_filter_hybrid", "recap_filter_hybrid_aligned")
 def filter_hybrid(res, claim: Claim) -> Finding:
     """Hypothesis: the hybrid memorization score is the best filter: its frontier area (filtered ROUGE-L over the
     share of feedback queries saved) exceeds both ROUGE-L's and cosine's; 95 % event-level bootstrap interval of
@@ -393,6 +482,7 @@ def filter_hybrid(res, claim: Claim) -> Finding:
                           full_command("recap_feedback"))
     seed, B = _seed(res)
     thresholds = sorted(tr.threshold.unique())
+    tr = filter_tradeoff(ev, thresholds)          # of the claim's targets' events (tr: every target's)
     point = _frontier_areas(ev, thresholds, np.arange(len(ev))[None, :])
     draws = _frontier_areas(ev, thresholds, np.concatenate(list(resample_indices(len(ev), B, seed))))
     d = draws["hybrid"] - np.maximum(draws["rouge_l"], draws["cosine"])
@@ -401,7 +491,8 @@ def filter_hybrid(res, claim: Claim) -> Finding:
     v = decide(ci)
     h = tr[tr.signal == "hybrid"]
     mid = h.iloc[(h.queries_saved - 0.5).abs().argmin()]
-    return Finding(float(mid.rouge_l_filtered), None, f"oracle filter on {len(ev)} RECAP events; thresholds "
+    return Finding(float(mid.rouge_l_filtered), None, f"targets: {', '.join(dict.fromkeys(ev.target))}; oracle "
+                   f"filter on {len(ev)} RECAP events; thresholds "
                    f"{', '.join(f'{t:g}' for t in thresholds)}", v,
                    "frontier area " + ", ".join(f"{s} {a[0]:.3f}" for s, a in point.items())
                    + f"; hybrid − best other {est:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; unfiltered "

@@ -18,6 +18,10 @@ from memlab.methods.recap.pipeline import RecapSettings
 from memlab.schema import check
 
 PROMPT_STYLES = ("chat", "plain")
+# who a target is, for the claims (conf/paper/000_recap.yaml ``scope``): models trained elsewhere, judged as
+# "off-the-shelf small models"; the zoo's instruction-tuned target with known membership; the zoo's base model,
+# shown beside them as the control that can neither follow nor refuse a request (issue 29)
+TARGET_GROUPS = ("off_the_shelf", "ground_truth_aligned", "ground_truth_base")
 JAILBREAKS = ("narrative_tool", "past_tense")
 CATEGORIES = ("public_domain", "copyrighted", "non_training", "papers")
 
@@ -152,6 +156,7 @@ class TargetConfig:
     categories: list[str] | None = field(metadata=check(choices=CATEGORIES))   # null = every category
     events_per_book: int | None = field(metadata=check(ge=1))  # of the shared books (null = max_events_per_book)
     membership: Membership | None
+    group: str = field(metadata=check(choices=TARGET_GROUPS))   # the claims that judge it (scope)
 
 
 @dataclass(frozen=True)

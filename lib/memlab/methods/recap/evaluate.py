@@ -236,22 +236,21 @@ def refined(events: pd.DataFrame, signal: str, threshold: float, idx=None) -> np
     return (s if idx is None else s[idx]) >= threshold
 
 
-def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, variant: str) -> pd.DataFrame:
+def filter_tradeoff(events: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFrame:
     """Fig. 8 / App. U.2 analog (oracle, from unfiltered runs): refine only events whose signal ≥ threshold.
 
-    Signals: hybrid memorization score, ROUGE-L recall and cosine of the first valid attempt. For each
-    threshold: share of feedback-loop target queries saved, and mean event ROUGE-L with filtering vs without
-    (filtered events keep their DSP + JB score: :func:`filtered_rouge`).
+    ``events``: :func:`filter_events`. Signals: hybrid memorization score, ROUGE-L recall and cosine of the first
+    valid attempt. For each threshold: share of feedback-loop target queries saved, and mean event ROUGE-L with
+    filtering vs without (filtered events keep their DSP + JB score: :func:`filtered_rouge`).
     """
-    ev = filter_events(records, variant=variant)
     rows = []
-    if ev.empty:
+    if events.empty:
         return pd.DataFrame(rows)
-    fb_calls, full = ev["feedback_calls"].to_numpy(), ev["recap"].to_numpy(float)
+    fb_calls, full = events["feedback_calls"].to_numpy(), events["recap"].to_numpy(float)
     for signal in ("hybrid", "rouge_l", "cosine"):
         for thr in thresholds:
-            keep = refined(ev, signal, thr)
-            filt = filtered_rouge(ev, signal, thr)
+            keep = refined(events, signal, thr)
+            filt = filtered_rouge(events, signal, thr)
             rows.append({"signal": signal, "threshold": float(thr),
                          "queries_saved": float(fb_calls[~keep].sum() / fb_calls.sum()) if fb_calls.sum() else 0.0,
                          "rouge_l_filtered": float(filt.mean()), "rouge_l_unfiltered": float(full.mean()),
@@ -259,11 +258,20 @@ def filter_tradeoff(records: Iterable[dict], thresholds: Sequence[float], *, var
     return pd.DataFrame(rows)
 
 
+def filter_tradeoff_by_target(events: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFrame:
+    """:func:`filter_tradeoff` of each target's events apart (the filter against one target, e.g. the aligned
+    one), with the number of events behind each row."""
+    parts = [filter_tradeoff(g, thresholds).assign(target=t, events=len(g))
+             for t, g in events.groupby("target", sort=False)] if len(events) else []
+    return pd.concat(parts, ignore_index=True)[["target", "events", *parts[0].columns[:-2]]] if parts else pd.DataFrame()
+
+
 def filter_events(records: Iterable[dict], *, variant: str) -> pd.DataFrame:
-    """The events behind :func:`filter_tradeoff`, one row each: feedback-loop target calls, RECAP's and DSP + JB's
-    score, and the three filter signals (so a rule can resample events)."""
+    """The events behind :func:`filter_tradeoff`, one row each: its target and split, feedback-loop target calls,
+    RECAP's and DSP + JB's score, and the three filter signals (so a rule can resample events)."""
     recs = [r for r in records if r.get("status") == "ok" and r.get("memscore")]
-    return pd.DataFrame([{"feedback_calls": r["methods"]["recap"]["target_calls"] - r["methods"]["dsp_jb"]["target_calls"],
+    return pd.DataFrame([{"target": r["target"], "split": r.get("split"),
+                          "feedback_calls": r["methods"]["recap"]["target_calls"] - r["methods"]["dsp_jb"]["target_calls"],
                           "recap": r["methods"]["recap"][variant], "dsp_jb": r["methods"]["dsp_jb"][variant],
                           "hybrid": r["memscore"]["score"], "rouge_l": r["memscore"]["rouge_l"],
                           "cosine": r["memscore"]["cosine"]} for r in recs])

@@ -299,9 +299,9 @@ def feedback(method: RecapConfig, params: FeedbackParams, run: StudyRun) -> Stud
     res.table("feedback_gains_by_split", E.gains_summary(gains, by=("target", "split")))
     if len(gsum):
         res.figure("feedback_gains", plots.feedback_gains(gsum, gains, **boot))
-    tr = res.table("filter_tradeoff", E.filter_tradeoff(recs, list(method.memscore.thresholds),
-                                                        variant=rs.score_variant))
     fev = E.filter_events(recs, variant=rs.score_variant)
+    tr = res.table("filter_tradeoff", E.filter_tradeoff(fev, list(method.memscore.thresholds)))
+    res.table("filter_tradeoff_by_target", E.filter_tradeoff_by_target(fev, list(method.memscore.thresholds)))
     if len(tr):
         res.figure("filter_tradeoff", plots.filter_tradeoff(tr, fev, paper=paper_mark("recap_filter_hybrid"), **boot))
     by_cat = (books[books.method.isin(["recap", "echo", "echo_fb"])].groupby(["target", "category", "group", "method"])
