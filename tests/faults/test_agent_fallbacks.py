@@ -46,7 +46,7 @@ def test_fallbacks_are_counted_per_agent_and_said_once_each(capsys):
 def test_the_agents_label_of_the_claims_names_the_fallbacks():
     from types import SimpleNamespace
 
-    from memlab.methods.recap.claims import _setting
+    from memlab.methods.recap.claim_panels import setting_text as _setting
 
     server = _ProseServer()
     try:
