@@ -79,6 +79,13 @@ def test_a_gain_that_does_not_clear_its_floor_is_not_reproduced():
     assert f.verdict == "inconclusive" and "does not clear" in f.reason
     # the same gain with a floor beneath it is a gain
     assert judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": LADDER})})).verdict == "reproduced"
+    # no gain at all, far below its floor: no n would decide, so none is named (the floor's n is not the gain's)
+    b = books({"copyrighted": {**LADDER, "echo_fb": 0.7}})
+    dsp = b[b.method == "dsp"].set_index(["target", "book"]).rouge_l
+    recap = b.method == "recap"
+    b.loc[recap, "rouge_l"] = dsp.loc[list(zip(b[recap].target, b[recap].book))].to_numpy()   # RECAP = DSP per book
+    f = judge("recap_gain_over_dsp", result({"book_scores": b}))
+    assert f.verdict == "inconclusive" and f.n_needed is None
     # no floor measured: the gain cannot be judged above it
     no_floor = books({"copyrighted": {k: v for k, v in LADDER.items() if not k.startswith("echo")}})
     assert judge("recap_gain_over_dsp", result({"book_scores": no_floor})).verdict == "not testable here"

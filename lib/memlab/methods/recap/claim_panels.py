@@ -177,7 +177,8 @@ def copyright_pair(res, a: str, b: str):
         return untestable("no copyright-category books", NO_BOOKS.format("copyright"), full_command("recap_table3"))
     stats, targets, n = p
     draws = {m: stats[:, k] for k, m in enumerate(METHODS)}
-    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, boot_ci(draws[a] - draws[b], units=units_per_target(n, targets))
+    diff_ci = boot_ci(draws[a] - draws[b], units=units_per_target(n, targets))
+    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, diff_ci
 
 
 def n_if_open(d: float, ci: tuple[float, float], n: int, verdict: str) -> int | None:

@@ -39,7 +39,8 @@ def t3_order(res, claim: Claim) -> Finding:
     why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
                                   for a, b, d, ci in steps)
     needs = [n_if_open(d, ci, n, v) for (_, _, d, ci), v in zip(steps, verdicts)]
-    return Finding(point["recap"], boot_ci(draws["recap"], units=units_per_target(n, targets)), setting_text(res, targets, "copyrighted", n),
+    return Finding(point["recap"], boot_ci(draws["recap"], units=units_per_target(n, targets)),
+                   setting_text(res, targets, "copyrighted", n),
                    combine(verdicts), why, statistic="RECAP's copyright-category average ROUGE-L (bootstrap mean)",
                    p_value=max(ps), our_n=n, n_needed=max((x for x in needs if x), default=None))
 
@@ -69,15 +70,17 @@ def _gain(res, got, a: str, b: str, setting: str, prefix: str = "") -> Finding:
     fdraws = floor[0][:, 0] - floor[0][:, 1]
     fd, fci = float(fdraws.mean()), boot_ci(fdraws, level, units)
     p = paired_p(res, "copyrighted", a, b)
-    v = guard(decide(ci), p, level)
+    v = v_gain = guard(decide(ci), p, level)
     seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (difference {d:+.3f} [{ci[0]:+.3f}, "
-            f"{ci[1]:+.3f}]); {NAMES[a]} − its floor ({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} [{fci[0]:+.3f}, {fci[1]:+.3f}]")
+            f"{ci[1]:+.3f}]); {NAMES[a]} − its floor ({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} "
+            f"[{fci[0]:+.3f}, {fci[1]:+.3f}]")
     if v == "reproduced" and decide(fci) != "reproduced":
         v, seen = "inconclusive", seen + ": the gain does not clear what the hints alone score"
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = (draws[a] - draws[b]) / draws[b]
-    needs = [x for x in (n_if_open(d, ci, n, v), n_if_open(fd, fci, n, v)) if x]
-    return Finding(d / point[b] if point[b] > 0 else None, boot_ci(rel, units=units) if np.isfinite(rel).any() else None,
+    needs = [x for x in (n_if_open(d, ci, n, v_gain), n_if_open(fd, fci, n, decide(fci))) if x]   # open tests only
+    rel_ci = boot_ci(rel, units=units) if np.isfinite(rel).any() else None
+    return Finding(d / point[b] if point[b] > 0 else None, rel_ci,
                    setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; decided on the "
                    "paired difference and on the gainer's margin over its echo floor", p_value=p, our_n=n,
                    n_needed=max(needs, default=None))
@@ -95,7 +98,8 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
         return got
     point, _, targets, n, _ = got
     blocked = _blocked_share(res)
-    setting = setting_text(res, targets, "copyrighted", n, f"DSP outputs blocked {blocked:.0%}" if blocked is not None else "")
+    setting = setting_text(res, targets, "copyrighted", n,
+                           f"DSP outputs blocked {blocked:.0%}" if blocked is not None else "")
     if blocked == 0.0:
         return untestable(setting, f"no DSP output of these targets was blocked, so the jailbreak never fires (DSP "
                           f"{point['dsp']:.3f}, DSP + Jailbreak {point['dsp_jb']:.3f})", "python -m memlab.run "
@@ -146,7 +150,8 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     return Finding(float(np.mean([d for d, *_ in out.values()])), None,
                    setting_text(res, list(out), "public_domain", n, "vs copyright category (stand-in: licence texts)"),
                    combine(verdicts), why, statistic="RECAP public-domain − copyright-category average ROUGE-L, mean "
-                   "over judged targets; decided per target", p_value=max(p for *_, p in out.values()), our_n=n, n_needed=max((x for x in needs if x), default=None))
+                   "over judged targets; decided per target", p_value=max(p for *_, p in out.values()), our_n=n,
+                   n_needed=max((x for x in needs if x), default=None))
 
 
 @scoped_rule("recap_gain_over_dsp", "recap_gain_over_dsp_aligned")
@@ -263,9 +268,10 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
     seed, B = run_seed(res)
     p = permutation_diff(np.concatenate([x.to_numpy(float) for x in per_book]),
                          (w_nt["recap"] - w_nt["dsp_jb"]).to_numpy(float), n_resamples=B, seed=seed)
-    v = combine([guard(decide(ci), p, level), decide(over_ci, direction="below")])
-    n = nt[2] + sum(p[2] for p in tr)
-    needs = [x for x in (n_if_open(float(d.mean()), ci, n, v), n_if_open(float(over.mean()), over_ci, n, v)) if x]
+    tests = [guard(decide(ci), p, level), decide(over_ci, direction="below")]
+    v, n = combine(tests), nt[2] + sum(p[2] for p in tr)
+    needs = [x for x in (n_if_open(float(d.mean()), ci, n, tests[0]),
+                         n_if_open(float(over.mean()), over_ci, n, tests[1])) if x]
     return Finding(float(worst), None, setting, v,
                    f"gain on training books {g_tr.mean():+.3f}, on non-training books {g_nt.mean():+.3f}; difference "
                    f"{d.mean():+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; RECAP − its floor on non-training books "
@@ -324,6 +330,7 @@ def filter_hybrid(res, claim: Claim) -> Finding:
                    f"{', '.join(f'{t:g}' for t in thresholds)}", v,
                    "frontier area " + ", ".join(f"{s} {a[0]:.3f}" for s, a in point.items())
                    + f"; hybrid − best other {est:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; unfiltered "
-                   f"{float(tr.rouge_l_unfiltered.iloc[0]):.3f}; hybrid at {mid.threshold:g} saves {mid.queries_saved:.0%}",
+                   f"{float(tr.rouge_l_unfiltered.iloc[0]):.3f}; hybrid at {mid.threshold:g} saves "
+                   f"{mid.queries_saved:.0%}",
                    statistic="hybrid-filtered ROUGE-L at ~50 % queries saved; decided on the frontier-area difference",
                    our_n=len(ev), n_needed=n_if_open(est, ci, len(ev), v))

@@ -261,9 +261,12 @@ def filter_tradeoff(events: pd.DataFrame, thresholds: Sequence[float]) -> pd.Dat
 def filter_tradeoff_by_target(events: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFrame:
     """:func:`filter_tradeoff` of each target's events apart (the filter against one target, e.g. the aligned
     one), with the number of events behind each row."""
+    if events.empty:
+        return pd.DataFrame()
     parts = [filter_tradeoff(g, thresholds).assign(target=t, events=len(g))
-             for t, g in events.groupby("target", sort=False)] if len(events) else []
-    return pd.concat(parts, ignore_index=True)[["target", "events", *parts[0].columns[:-2]]] if parts else pd.DataFrame()
+             for t, g in events.groupby("target", sort=False)]
+    out = pd.concat(parts, ignore_index=True)
+    return out[["target", "events", *out.columns[:-2]]]
 
 
 def filter_events(records: Iterable[dict], *, variant: str) -> pd.DataFrame:
@@ -271,7 +274,8 @@ def filter_events(records: Iterable[dict], *, variant: str) -> pd.DataFrame:
     RECAP's and DSP + JB's score, and the three filter signals (so a rule can resample events)."""
     recs = [r for r in records if r.get("status") == "ok" and r.get("memscore")]
     return pd.DataFrame([{"target": r["target"], "split": r.get("split"),
-                          "feedback_calls": r["methods"]["recap"]["target_calls"] - r["methods"]["dsp_jb"]["target_calls"],
+                          "feedback_calls": (r["methods"]["recap"]["target_calls"]
+                                             - r["methods"]["dsp_jb"]["target_calls"]),
                           "recap": r["methods"]["recap"][variant], "dsp_jb": r["methods"]["dsp_jb"][variant],
                           "hybrid": r["memscore"]["score"], "rouge_l": r["memscore"]["rouge_l"],
                           "cosine": r["memscore"]["cosine"]} for r in recs])
