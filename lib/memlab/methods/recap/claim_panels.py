@@ -32,6 +32,7 @@ FLOOR = {"dsp": "echo", "dsp_jb": "echo", "recap": "echo_fb"}
 FLOOR_NAMES = {"echo": "metadata echo", "echo_fb": "metadata + feedback echo"}
 # the tables the rules read per target: each must carry a target column to be scoped
 PER_TARGET = ("book_scores", "refusals", "feedback_gains_events", "filter_events")
+NO_BOOKS = "the run scored no {} books with every method, so the claim cannot be tested"
 
 
 # -- scope: the targets a claim judges ----------------------------------------------------------------------------
@@ -49,10 +50,14 @@ def scoped(res, claim: Claim):
     if unscoped:
         raise ValueError(f"claim {claim.id!r} judges the {claim.scope} targets, but table(s) {', '.join(unscoped)} "
                          "have no target column: rerun the study")
-    tables = {k: v[v["target"].isin(keep)] if "target" in getattr(v, "columns", ()) else v
-              for k, v in res.tables.items()}
+    return with_tables(res, {k: v[v["target"].isin(keep)] if "target" in getattr(v, "columns", ()) else v
+                             for k, v in res.tables.items()})
+
+
+def with_tables(res, tables: dict):
+    """A copy of ``res`` holding ``tables``, with the same metrics and the same run config (its typed method)."""
     out = StudyResult(tables=tables, metrics=res.metrics)
-    out.attach(res.config, {"method": method})
+    out.attach(res.config, {"method": res.method})
     return out
 
 
@@ -167,22 +172,18 @@ def setting_text(res, targets, category: str, n: int, extra: str = "") -> str:
     return s + (f"; {extra}" if extra else "")
 
 
-def copyright_pair(res, a: str, b: str):
+def copyright_panel(res):
     """Table 3 'Avg.' per method on the copyright category (bootstrap means), each method's paired bootstrap draws
-    (``{method: draws}``), the targets, n, and the paired 95 % interval of ``a`` − ``b``; a "not testable here"
-    :class:`Finding` when no book there was scored by every method. Members only: a target trained here (the aligned
-    tiny target) also scores held-out licences, which no claim about extracting training books may pool."""
+    (``{method: draws}``), the targets and n; a "not testable here" :class:`Finding` when no book there was scored by
+    every method. Members only: a target trained here (the aligned tiny target) also scores held-out licences, which
+    no claim about extracting training books may pool."""
     p = panel(res, "copyrighted", members_only=True)
     if p is None:
         return untestable("no copyright-category books", NO_BOOKS.format("copyright"), full_command("recap_table3"))
     stats, targets, n = p
-    draws = {m: stats[:, k] for k, m in enumerate(METHODS)}
-    diff_ci = boot_ci(draws[a] - draws[b], units=units_per_target(n, targets))
-    return dict(zip(METHODS, stats.mean(axis=0))), draws, targets, n, diff_ci
+    return dict(zip(METHODS, stats.mean(axis=0))), {m: stats[:, k] for k, m in enumerate(METHODS)}, targets, n
 
 
 def n_if_open(d: float, ci: tuple[float, float], n: int, verdict: str) -> int | None:
     return n_to_decide(d, ci, n, 0.0) if verdict == "inconclusive" else None
 
-
-NO_BOOKS = "the run scored no {} books with every method, so the claim cannot be tested"

@@ -12,12 +12,11 @@ import numpy as np
 
 from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, untestable
 from memlab.methods.recap.claim_panels import (FLOOR, FLOOR_NAMES, METHODS, NAMES, NO_BOOKS, agents_used, boot_ci,
-                                               copyright_pair, n_if_open, nonmember_rows, panel, paired_p, run_seed,
-                                               scoped_rule, scores, setting_text, units_per_target)
+                                               copyright_panel, n_if_open, nonmember_rows, panel, paired_p, run_seed,
+                                               scoped_rule, scores, setting_text, units_per_target, with_tables)
 from memlab.methods.recap.evaluate import filter_tradeoff, filtered_rouge
 from memlab.metrics.bootstrap import resample_indices
 from memlab.metrics.intervals import bonferroni_level, permutation_diff, wilson, wilson_n_to_decide
-from memlab.results import StudyResult
 
 
 # -- Table 3 -----------------------------------------------------------------------------------------------------
@@ -26,10 +25,10 @@ def t3_order(res, claim: Claim) -> Finding:
     """Hypothesis: on the copyright category, RECAP > DSP + Jailbreak > DSP > Prefix-Probing in Table 3's average
     ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − 0.05/3: reproduced
     iff all lie above 0, contradicted iff one lies below. Our value: RECAP's average, with its interval."""
-    got = copyright_pair(res, "recap", "dsp_jb")
+    got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
-    point, draws, targets, n, _ = got
+    point, draws, targets, n = got
     level = bonferroni_level(3, ALPHA)
     steps = [(a, b, point[a] - point[b], boot_ci(draws[a] - draws[b], level, units_per_target(n, targets)))
              for a, b in (("recap", "dsp_jb"), ("dsp_jb", "dsp"), ("dsp", "prefix"))]
@@ -60,7 +59,7 @@ def _gain(res, got, a: str, b: str, setting: str, prefix: str = "") -> Finding:
     intervals at 1 − 0.05/2, of ``a`` − ``b`` and of ``a`` − its echo floor (what its hints alone score). Reproduced
     iff both lie above 0; contradicted iff the gain's lies below 0; a gain whose method does not clear its floor is
     inconclusive (the hints could explain it). Our value: the relative gain (a − b) / b."""
-    point, draws, targets, n, _ = got
+    point, draws, targets, n = got
     level, units = bonferroni_level(2, ALPHA), units_per_target(n, targets)
     floor = panel(res, "copyrighted", (a, FLOOR[a]), members_only=True)
     if floor is None:
@@ -93,10 +92,10 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
     gain's lies below 0 (the paper's 42 % is for strongly aligned API models, its App. K reports 10 % for small
     ones, so only the direction is tested). Not testable when no DSP output was blocked: the jailbreaker only
     rewrites blocked prompts. Our value: the relative gain (DSP + JB − DSP) / DSP."""
-    got = copyright_pair(res, "dsp_jb", "dsp")
+    got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
-    point, _, targets, n, _ = got
+    point, _, targets, n = got
     blocked = _blocked_share(res)
     setting = setting_text(res, targets, "copyrighted", n,
                            f"DSP outputs blocked {blocked:.0%}" if blocked is not None else "")
@@ -160,10 +159,10 @@ def gain_over_dsp(res, claim: Claim) -> Finding:
     own echo floor (the metadata + feedback echo: what its prompt and feedback hints alone score); two paired
     intervals at 1 − 0.05/2: reproduced iff both lie above 0, contradicted iff the gain's lies below 0. GPT-4.1 is
     not among our targets. Our value: the relative gain (RECAP − DSP) / DSP (the paper: +24 %)."""
-    got = copyright_pair(res, "recap", "dsp")
+    got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
-    _, _, targets, n, _ = got
+    _, _, targets, n = got
     return _gain(res, got, "recap", "dsp", setting_text(res, targets, "copyrighted", n), prefix="not GPT-4.1: ")
 
 
@@ -223,10 +222,8 @@ def _unseen_as_non_training(res):
     if books is None or books.empty:
         return res
     held = nonmember_rows(books)
-    out = StudyResult(tables={**res.tables, "book_scores": books.assign(
-        category=np.where(held, "non_training", books.category.astype(object)))}, metrics=res.metrics)
-    out.attach(res.config, {"method": res.method})
-    return out
+    return with_tables(res, {**res.tables, "book_scores": books.assign(
+        category=np.where(held, "non_training", books.category.astype(object)))})
 
 
 @scoped_rule("recap_feedback_no_contamination", "recap_feedback_no_contamination_aligned")
