@@ -61,6 +61,19 @@ def test_the_false_positive_rate_is_taken_at_the_runs_alpha():
     assert "> 0.3" in at_03.statistic
 
 
+def test_the_papers_alpha_is_judged_on_every_non_member_and_no_member():
+    """τ_b = 0.2 is the paper's, fixed before our data: both non-member halves are out of sample for it; members
+    (all flagged here) never count as false positives."""
+    table = scores(member=0.25, nonmember=0.0, n=40)
+    table = table[table.epoch == 10].copy()
+    non = table.split == "nonmember"
+    table.loc[non, "half"] = ["calibration" if i % 2 else "evaluation" for i in range(int(non.sum()))]
+    f = judge("pearl_calibration_low_fpr", table)
+    assert (f.our_value, f.our_n, f.verdict) == (0.0, 40, "reproduced")   # 0 of 40: Wilson bound 0.088 < 0.10
+    half = judge("pearl_calibration_low_fpr", table[~non | (table.half == "evaluation")])
+    assert (half.our_n, half.verdict) == (20, "inconclusive")             # 0 of 20: bound 0.16, undecided
+
+
 def test_a_run_deciding_on_gfd_is_judged_on_gfd():
     table = scores(member=0.25, nonmember=0.0, n=100)
     f = judge("pearl_epochs_members_vs_nonmembers", table, "method.decision_score=gfd")

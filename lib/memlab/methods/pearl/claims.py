@@ -117,16 +117,19 @@ def grows_with_size(res, c: Claim) -> Finding:
 
 @rule("pearl_calibration_low_fpr")
 def low_fpr(res, c: Claim) -> Finding:
-    """Hypothesis: at the run's threshold (the papers' τ_b = 0.2; bit flips) the false positive rate on held-out
-    non-members (the evaluation half, never used for a fit) is below ``threshold`` (0.10, our reading of the
-    paper's "low", 0.04). Decided on its 95 % Wilson interval. Our value: that FPR."""
+    """Hypothesis: at the run's threshold (the papers' τ_b = 0.2; bit flips) the false positive rate on known
+    non-members is below ``threshold`` (0.10, our reading of the paper's "low", 0.04). The threshold is the paper's,
+    fixed before our data, so every non-member is held out from it: both halves count (the calibration half fits
+    only our own α at the target FPR, whose FPR the study reports on the evaluation half). Decided on the 95 %
+    Wilson interval. Our value: that FPR."""
     score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
-    ev = (df[(df.kind == "bitflip") & (df.half == "evaluation")][score] > alpha).to_numpy()
+    ev = (df[(df.kind == "bitflip") & (df.split == "nonmember")][score] > alpha).to_numpy()
     k, n = int(ev.sum()), len(ev)
     ci = wilson(k, n)
     v = decide(ci, c.threshold, "below")
-    return Finding(k / n if n else None, ci, f"{TINY}, one checkpoint, bit flips", v, f"{k} of {n} flagged",
+    return Finding(k / n if n else None, ci, f"{TINY}, one checkpoint, bit flips", v,
+                   f"{k} of {n} non-members flagged (both halves: α is the paper's, not fitted here)",
                    statistic=f"false positive rate at {score} > {alpha:g} (Wilson 95 %)", our_n=n,
                    n_needed=wilson_n_to_decide(k / n, c.threshold) if v == "inconclusive" and n else None)
 
