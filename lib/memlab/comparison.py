@@ -76,6 +76,7 @@ class Finding:
     p_value: float | None = None
     our_n: int | None = None
     n_needed: int | None = None
+    more_data: str = ""  # how to get more data when the patient profile adds none (default: full_command)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -227,11 +228,12 @@ def comparison_table(experiment: str, result, profile: str | None = None):
 
 def _with_next_step(experiment: str, f) -> str:
     """An open question says how to close it: an inconclusive row without a command gets the n that would decide at
-    the observed effect (when the rule computed one) and the patient profile's command."""
+    the observed effect (when the rule computed one) and the command that gets more data (the rule's, else the
+    patient profile's)."""
     if f.verdict != "inconclusive" or "python -m memlab.run" in f.reason:
         return f.reason
     need = f"n ≈ {f.n_needed} would decide at the observed effect (ours {f.our_n}); " if f.n_needed else ""
-    return f"{f.reason}; {need}more data: {full_command(experiment)}"
+    return f"{f.reason}; {need}more data: {f.more_data or full_command(experiment)}"
 
 
 def sanity_table(experiment: str, result):

@@ -114,3 +114,16 @@ def test_report_save_judges_under_the_runs_config(tmp_path):
     cmp = pd.read_csv(tmp_path / "run" / "tables" / "comparison.csv").set_index("claim_id")
     row = cmp.loc["pearl_epochs_members_vs_nonmembers"]
     assert (row.our_value, row.verdict) == (0.0, "inconclusive")   # judged at 0.3; at 0.2: 1.0, reproduced
+
+
+@pytest.mark.parametrize("claim_id", FLAGGING)
+def test_an_undecided_ground_truth_claim_names_a_bigger_family_not_profile_full(claim_id):
+    """profile=full reads the same zoo family: its command would not decide, so the row names the step that would."""
+    from memlab.comparison import _with_next_step
+
+    f = judge(claim_id, scores(member=0.25, nonmember=0.0, n=3))
+    assert f.verdict == "inconclusive"
+    step = _with_next_step(CLAIMS[claim_id].experiment, f)
+    assert "method.study.family=<it>" in step and "profile=full adds none" in step
+    assert "36 + 40 documents of the family 'pearl'" in step      # the run's own config, not a constant
+    assert not step.endswith("profile=full")

@@ -28,6 +28,16 @@ def _decision(res) -> tuple[str, float]:
     return m.decision_score, m.alpha
 
 
+def _bigger_family(res, c: Claim) -> str:
+    """The next step of an undecided ground-truth claim: the study already reads every document of its zoo family
+    and profile=full adds none, so more data means a family trained on more documents."""
+    st = res.method.study
+    return (f"the study reads all {st.n_members} + {st.n_nonmembers} documents of the family '{st.family}' and "
+            "profile=full adds none: train a conf/zoo family on more, then python -m memlab.run "
+            f"experiment={c.experiment} method.study.family=<it> method.study.n_members=<m> "
+            "method.study.n_nonmembers=<k>")
+
+
 def _paired_rise(before, after, level: float):
     """Documents flagged before / after (boolean arrays, same documents): (rise in the flagged share, its interval
     conditional on the discordant pairs, the sign test's p, verdict of 'rises', n_needed)."""
@@ -58,7 +68,8 @@ def members_vs_nonmembers(res, c: Claim) -> Finding:
                    decide((lo, hi)), f"members {int(m.sum())}/{len(m)} vs non-members {int(n.sum())}/{len(n)} "
                    f"flagged; member share − {c.threshold:g} × non-member share {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                    statistic="share of members flagged (Wilson 95 %); decided on member − 10 × non-member share",
-                   our_n=len(m) + len(n), n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), 0.0))
+                   our_n=len(m) + len(n), n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), 0.0),
+                   more_data=_bigger_family(res, c))
 
 
 @rule("pearl_epochs_members_grow")
@@ -82,7 +93,7 @@ def members_grow(res, c: Claim) -> Finding:
                    f"members flagged {float((mem[first] > alpha).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
                    f"non-members at the last epoch {kn}/{len(non)}; member − non-member {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                    statistic="change in the share of members flagged, first → last epoch (exact, 97.5 %)",
-                   p_value=p, our_n=len(mem), n_needed=need)
+                   p_value=p, our_n=len(mem), n_needed=need, more_data=_bigger_family(res, c))
 
 
 @rule("pearl_sizes_grow_with_size")
@@ -112,7 +123,7 @@ def grows_with_size(res, c: Claim) -> Finding:
                        f"{s} {k}" for s, k in zip(sizes, counts)) + f"; change in share per step {why}",
                    statistic="members flagged, largest / smallest size (empty when the smallest flags none); "
                    "decided per step on exact intervals", p_value=max(s[2] for s in steps), our_n=len(mem),
-                   n_needed=max(needs) if needs else None)
+                   n_needed=max(needs) if needs else None, more_data=_bigger_family(res, c))
 
 
 @rule("pearl_calibration_low_fpr")
@@ -131,7 +142,8 @@ def low_fpr(res, c: Claim) -> Finding:
     return Finding(k / n if n else None, ci, f"{TINY}, one checkpoint, bit flips", v,
                    f"{k} of {n} non-members flagged (both halves: α is the paper's, not fitted here)",
                    statistic=f"false positive rate at {score} > {alpha:g} (Wilson 95 %)", our_n=n,
-                   n_needed=wilson_n_to_decide(k / n, c.threshold) if v == "inconclusive" and n else None)
+                   n_needed=wilson_n_to_decide(k / n, c.threshold) if v == "inconclusive" and n else None,
+                   more_data=_bigger_family(res, c))
 
 
 @rule("pearl_mia_memo_subset")
@@ -159,7 +171,8 @@ def nonmember_rate_falls(res, c: Claim) -> Finding:
     return Finding(100 * est, (100 * lo, 100 * hi), f"{TINY}, epochs {int(a.epoch)}→{int(b.epoch)}",
                    decide((lo, hi)), f"MIA on non-members {a.nonmember_mia_pct:.1f} % → {b.nonmember_mia_pct:.1f} %",
                    statistic="fall in % of non-members flagged by the MIA, first → last epoch (MOVER 95 %)",
-                   our_n=int(a.nonmember_n), n_needed=n_to_decide(est, (lo, hi), int(a.nonmember_n), 0.0))
+                   our_n=int(a.nonmember_n), n_needed=n_to_decide(est, (lo, hi), int(a.nonmember_n), 0.0),
+                   more_data=_bigger_family(res, c))
 
 
 @rule("pearl_wild_code_over_unseen")
