@@ -97,6 +97,20 @@ def test_two_books_a_target_cannot_decide_even_when_every_book_agrees():
     assert f.verdict == "inconclusive" and f.p_value >= 0.05 and f.n_needed > f.our_n
 
 
+def test_an_undecided_aligned_claim_names_training_on_more_books_not_profile_full():
+    """The aligned target's member books are fixed by its zoo family: profile=full cannot add one, so its row names
+    the step that would; an off-the-shelf row keeps profile=full (which adds books)."""
+    from memlab.comparison import _with_next_step
+
+    f = judge("recap_gain_over_dsp_aligned", result({"book_scores": books({"copyrighted": LADDER}, n_books=2,
+                                                                          targets=(ALIGNED,))}))
+    assert f.verdict == "inconclusive"
+    step = _with_next_step("recap_table3", f)
+    assert "kjv_aligned/m/membership.json" in step and "profile=full adds none" in step
+    off = judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": LADDER}, n_books=2)}))
+    assert _with_next_step("recap_table3", off).endswith("experiment=recap_table3 profile=full")
+
+
 def tiny_books(members: float, nonmembers: float, copyrighted: float, n_books: int = 6, target: str = ALIGNED,
                copyright_split: str | None = None, held_licences: float | None = None) -> pd.DataFrame:
     """book_scores of one target with exact membership, labelled as the study labels them (split and group)."""

@@ -11,6 +11,7 @@ targets; the mean of these resampled averages is Table 3's "Avg." (a bootstrap m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -66,9 +67,23 @@ def scoped_rule(*claim_ids: str):
     def register(fn):
         @functools.wraps(fn)
         def judge(res, claim: Claim) -> Finding:
-            return fn(scoped(res, claim), claim)
+            f = fn(scoped(res, claim), claim)
+            if f.verdict == "inconclusive" and claim.scope and claim.scope.startswith("ground_truth") \
+                    and not f.more_data:
+                f = dataclasses.replace(f, more_data=trained_books(res, claim))
+            return f
         return rule(*claim_ids)(judge)
     return register
+
+
+def trained_books(res, claim: Claim) -> str:
+    """The next step of an undecided ground-truth claim: its targets' member books are the ones their zoo family
+    was trained on (``membership.file``), and profile=full adds no member book beyond them."""
+    files = sorted({str(t.membership.file) for t in res.method.targets.values()
+                    if t.group == claim.scope and t.membership is not None})
+    return (f"the target's member books are those its zoo family trained on ({', '.join(files)}) and profile=full "
+            "adds none: train the family (conf/zoo) on more member books, then python -m memlab.run "
+            f"experiment={claim.experiment}")
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
