@@ -125,5 +125,5 @@ def test_an_undecided_ground_truth_claim_names_a_bigger_family_not_profile_full(
     assert f.verdict == "inconclusive"
     step = _with_next_step(CLAIMS[claim_id].experiment, f)
     assert "method.study.family=<it>" in step and "profile=full adds none" in step
-    assert "36 + 40 documents of the family 'pearl'" in step      # the run's own config, not a constant
+    assert "36 + 66 documents of the family 'pearl'" in step      # the run's own config, not a constant
     assert not step.endswith("profile=full")
