@@ -106,7 +106,7 @@ def test_an_undecided_aligned_claim_names_training_on_more_books_not_profile_ful
                                                                           targets=(ALIGNED,))}))
     assert f.verdict == "inconclusive"
     step = _with_next_step("recap_table3", f)
-    assert "kjv_aligned/m/membership.json" in step and "profile=full adds none" in step
+    assert "(conf/zoo/kjv_aligned.yaml)" in step and "profile=full adds none" in step
     off = judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": LADDER}, n_books=2)}))
     assert _with_next_step("recap_table3", off).endswith("experiment=recap_table3 profile=full")
 

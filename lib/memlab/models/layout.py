@@ -21,3 +21,8 @@ def checkpoint_dir(models_dir: str | Path, family: str, size: str, epoch: int | 
 def membership_file(models_dir: str | Path, family: str, size: str) -> Path:
     """The membership record (members, non-members, lineage) of ``family``'s ``size``."""
     return family_dir(models_dir, family) / size / "membership.json"
+
+
+def family_of(membership: str | Path) -> str:
+    """The family whose :func:`membership_file` is ``membership`` (the inverse of the layout above)."""
+    return Path(membership).parent.parent.name

@@ -22,6 +22,7 @@ from memlab.methods.recap.agents import agents_label
 from memlab.methods.recap.config import TARGET_GROUPS
 from memlab.metrics.bootstrap import resample_indices
 from memlab.metrics.intervals import expanded_level, n_to_decide, quantile_ci, sign_flip_p
+from memlab.models.layout import family_of
 from memlab.results import StudyResult
 
 METHODS = ("prefix", "dsp", "dsp_jb", "recap")
@@ -79,11 +80,10 @@ def scoped_rule(*claim_ids: str):
 def trained_books(res, claim: Claim) -> str:
     """The next step of an undecided ground-truth claim: its targets' member books are the ones their zoo family
     was trained on (``membership.file``), and profile=full adds no member book beyond them."""
-    files = sorted({str(t.membership.file) for t in res.method.targets.values()
-                    if t.group == claim.scope and t.membership is not None})
-    return (f"the target's member books are those its zoo family trained on ({', '.join(files)}) and profile=full "
-            "adds none: train the family (conf/zoo) on more member books, then python -m memlab.run "
-            f"experiment={claim.experiment}")
+    recipes = sorted({f"conf/zoo/{family_of(t.membership.file)}.yaml" for t in res.method.targets.values()
+                      if t.group == claim.scope and t.membership is not None})
+    return (f"the target's member books are those its zoo family trained on and profile=full adds none: train it "
+            f"on more member books ({', '.join(recipes)}), then python -m memlab.run experiment={claim.experiment}")
 
 
 # -- helpers ----------------------------------------------------------------------------------------------------
