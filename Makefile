@@ -35,7 +35,7 @@ setup: $(STAMP) debs
 # PYTHONDONTWRITEBYTECODE set, as on this machine) every process compiles what it imports — torch + transformers +
 # ray imports took 16.8 s instead of 9.7, and Ray's 30 s start-up deadline failed a launcher test in CI.
 PIP_INSTALL := install -q -c requirements.lock -e '.[test]'
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock lib/memlab/_mkl_vendor.c
 	@command -v $(PYTHON) >/dev/null || { echo "memlab: error: $(PYTHON) not found; install Python 3.11 (or make PYTHON=/path/to/python3.11)"; exit 1; }
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip $(QUIET_PIP)

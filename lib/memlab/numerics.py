@@ -7,6 +7,11 @@ the same bytes on every x86-64 machine with AVX2. The variables must be in the e
 load, so :func:`pin` runs when ``memlab`` is imported (``memlab/__init__.py``) and overrides the caller's values;
 every process the pipeline starts (zoo builds, runs, notebook kernels, tests) imports memlab first and inherits
 them. ``numerics=native`` (or ``MEMLAB_NUMERICS=native`` for the zoo builds) leaves the machine to choose.
+
+The CPU's vendor is a second choice no variable pins: MKL (inside torch) runs other sgemm and vector-math kernels
+on a CPU that is not Intel's, whatever ``MKL_CBWR`` says. A pinning profile with ``mkl_vendor: intel`` therefore
+also loads ``memlab._mkl_vendor`` (a one-function C library built with the package) before torch, which answers
+MKL's vendor question "Intel" on every CPU, so AMD and Intel run the same MKL branch (docs/numerics.md).
 """
 
 from __future__ import annotations
@@ -79,7 +84,38 @@ def pin(name: str | None = None) -> dict:
         _caller_env.setdefault(k, os.environ.get(k))
         os.environ[k] = v
     os.environ[PROFILE_ENV] = name
+    if profile.get("mkl_vendor") == "intel":
+        load_mkl_vendor_answer(late=bool(late))
     return profile
+
+
+_MKL_VENDOR_LIB: list = []   # the loaded library, kept alive for the process
+
+
+def load_mkl_vendor_answer(late: bool = False) -> None:
+    """Load ``memlab._mkl_vendor`` into the process's global symbol scope, before torch loads MKL, so that MKL's
+    ``mkl_serv_intel_cpu_true`` resolves to ours (returns 1) and every CPU vendor takes the branch ``MKL_CBWR``
+    names. Loaded after torch it may come too late: that is the warning :func:`pin` already prints."""
+    if _MKL_VENDOR_LIB:
+        return
+    import ctypes
+    import importlib.util
+
+    from memlab.errors import ConfigError
+
+    spec = importlib.util.find_spec("memlab._mkl_vendor")
+    if spec is None or not spec.origin:
+        raise ConfigError("memlab._mkl_vendor is not built (the default numerics=pinned needs it so that MKL runs "
+                          "one code path on AMD and Intel); reinstall memlab: `make setup` or `pip install .`")
+    _MKL_VENDOR_LIB.append(ctypes.CDLL(spec.origin, mode=ctypes.RTLD_GLOBAL))
+    if late:
+        print("memlab: warning: torch was imported before memlab, so MKL may keep its own vendor check; "
+              "import memlab first", file=sys.stderr)
+
+
+def mkl_vendor_answered() -> bool:
+    """Whether this process loaded the vendor answer (run.json records it)."""
+    return bool(_MKL_VENDOR_LIB)
 
 
 def child_environ(name: str) -> dict[str, str]:
@@ -132,4 +168,6 @@ def describe(profile: dict) -> dict:
                         "this CPU's own (numerics=native)" if not pinned else
                         "below AVX2: this CPU lacks AVX2/FMA, so the pinned path is not available here"),
             "env": {k: os.environ.get(k) for k in sorted(profile.get("env") or {})},
+            "mkl_vendor": "every CPU takes Intel's MKL branch (memlab._mkl_vendor)" if mkl_vendor_answered() else
+                          "MKL checks the CPU vendor",
             "pretrained_dtype": profile["pretrained_dtype"]}

@@ -108,6 +108,11 @@ def _corpus_deps(spec: dict) -> list[str]:
     return code_deps(sorted(mods & _built_corpora())) + sorted(folders)
 
 
+# C sources a module loads at run time: its numbers depend on them as on its Python (memlab.numerics loads the MKL
+# vendor answer before torch)
+NATIVE_SOURCES = {"memlab.numerics": (Path(__file__).with_name("_mkl_vendor.c"),)}
+
+
 def code_deps(roots: list[str], skip: frozenset[str] = frozenset()) -> list[str]:
     """Every lib/ file reachable by imports from the ``roots`` modules (parents' __init__ included); strings
     naming a module in ``skip`` are not followed (:func:`_imports`)."""
@@ -125,6 +130,7 @@ def code_deps(roots: list[str], skip: frozenset[str] = frozenset()) -> list[str]
         if f is None:
             continue
         files.add(f)
+        files.update(NATIVE_SOURCES.get(name, ()))
         todo.extend(_imports(f, name, skip))
     return sorted(_rel(f) for f in files)
 
