@@ -7,7 +7,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-DEBS := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de wordnet-base wordnet-sense-index chromium
+DEBS := bible-kjv bible-kjv-text fortunes fortunes-min fortunes-de wordnet-base wordnet-sense-index chromium qemu-user
 # Offline by default: no hub, W&B offline, DVC analytics off.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -108,7 +108,14 @@ zoo: setup dvc.yaml
 # queue, so one long file does not leave a core idle.
 TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 test: setup llama-cpp
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not vendors" tests
+
+# The two-vendor test (tests/core/test_numerics_vendors.py): the default path run as an AMD and as an Intel CPU under
+# qemu-user, bytes compared, with the pre-fix path as the control that must differ. ~10 min on 2 cores, so its own
+# CI step rather than part of `make test`.
+.PHONY: test-vendors
+test-vendors: setup
+	$(PY) -m pytest -q -p no:xdist -m vendors tests/core/test_numerics_vendors.py
 
 # BENCH_ARGS: e.g. --quick (every section at minute scale, what CI runs) or --only metrics trace
 bench: setup

@@ -5,6 +5,11 @@ rounds so the machine's noise hits both alike. The work: training steps and gree
 the zoo's size (hidden 256, 4 layers, vocab 4096) in float32 on one thread. On an AVX2-only CPU both paths run the
 same kernels (ratio ≈ 1); on an AVX-512/AMX CPU the ratio is what pinning gives up there.
 
+A third variant, ``pinned_vendor_check``, is the pinned path without the vendor answer (memlab._mkl_vendor): the
+same variables, MKL left to check the CPU vendor (the default path before issue 46). pinned / pinned_vendor_check
+is what answering "Intel" costs: nothing on an Intel CPU (MKL gets the answer the CPU gives); on an AMD CPU, the
+Intel branch's speed against MKL's own AMD kernels.
+
 ``run(quick=False) -> dict``: seconds per round for each path, and the median ratio pinned / native.
 """
 
@@ -44,10 +49,17 @@ print(json.dumps({"train_s": train, "decode_s": decode, "capability": torch.back
 """
 
 
-def _once(profile: str, steps: int, new_tokens: int) -> dict:
-    from memlab.numerics import child_environ
+VARIANTS = ("pinned", "native", "pinned_vendor_check")
 
-    env = child_environ(profile)  # native: the caller's own settings, not those this process pinned
+
+def _once(variant: str, steps: int, new_tokens: int) -> dict:
+    from memlab.numerics import PROFILE_ENV, child_environ
+
+    # native: the caller's own settings, not those this process pinned; pinned_vendor_check: the pinned variables
+    # under a profile that loads no vendor answer
+    env = child_environ("pinned" if variant == "pinned_vendor_check" else variant)
+    if variant == "pinned_vendor_check":
+        env[PROFILE_ENV] = "native"
     r = subprocess.run([sys.executable, "-c", WORK, str(steps), str(new_tokens)], env=env, capture_output=True,
                        text=True, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -55,10 +67,10 @@ def _once(profile: str, steps: int, new_tokens: int) -> dict:
 
 def run(quick: bool = False) -> dict:
     rounds, steps, new_tokens = (1, 1, 4) if quick else (3, 8, 48)
-    seen: dict[str, list[dict]] = {"pinned": [], "native": []}
+    seen: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for _ in range(rounds):
-        for profile in ("pinned", "native"):
-            seen[profile].append(_once(profile, steps, new_tokens))
+        for variant in VARIANTS:
+            seen[variant].append(_once(variant, steps, new_tokens))
     out: dict = {"rounds": rounds, "train_steps": steps, "decode_tokens": new_tokens}
     for profile, runs in seen.items():
         out[profile] = {"train_s": [round(r["train_s"], 3) for r in runs],
@@ -67,5 +79,7 @@ def run(quick: bool = False) -> dict:
     for part in ("train_s", "decode_s"):
         ratios = [p[part] / n[part] for p, n in zip(seen["pinned"], seen["native"])]
         out[f"ratio_pinned_over_native_{part.removesuffix('_s')}"] = round(statistics.median(ratios), 3)
+        ratios = [p[part] / n[part] for p, n in zip(seen["pinned"], seen["pinned_vendor_check"])]
+        out[f"ratio_pinned_over_vendor_check_{part.removesuffix('_s')}"] = round(statistics.median(ratios), 3)
     out["same_loss_bits"] = seen["pinned"][0]["final_loss"] == seen["native"][0]["final_loss"]
     return out

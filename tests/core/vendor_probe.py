@@ -42,11 +42,12 @@ from memlab.metrics import bootstrap, intervals, mia, ncd, rouge  # noqa: E402
 from memlab.models.layout import checkpoint_dir  # noqa: E402
 
 KJV = {"corpus": "kjv", "options": {"unit": "chapter"}}
-# wide enough that MKL's sgemm leaves its small-matrix code (hidden 32 agrees between vendors even unpinned)
-SIZE = {"hidden": 96, "layers": 2, "heads": 4, "ffn": 320}
+# tiny: qemu computes float vector ops in software (a few M multiply-adds per second here); the ops below take
+# the sizes where MKL's sgemm differs between vendors, and AdamW's sqrt reaches MKL's vector math at any size
+SIZE = {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}
 FAMILY = {"name": "vendor", "description": "two-vendor probe", "members": [{**KJV, "ids": ["kjv/chapter/Ruth/1"]}],
           "nonmembers": [{**KJV, "ids": ["kjv/chapter/Jonah/1"]}], "sizes": {"m": SIZE},
-          "train": {"epochs": 2, "seq_len": 96, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0,
+          "train": {"epochs": 1, "seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 0,
                     "weight_decay": 0.01}}
 TEXTS = ["Now it came to pass in the days when the judges ruled, that there was a famine in the land.",
          "Now the word of the LORD came unto Jonah the son of Amittai, saying,"]
@@ -105,7 +106,8 @@ def main(out: Path, work: Path) -> None:
     result["mia"] = sha([asdict(mia.member_scores(s, t)) for s, t in zip(scores, TEXTS + samples)])
     result["metrics"] = metrics(samples)
     result["ops"] = ops()
-    result["mkl_vendor_answered"] = memlab.numerics.mkl_vendor_answered()
+    # (a checkout before the vendor answer has no such function: the test then fails on its bytes, not here)
+    result["mkl_vendor_answered"] = getattr(memlab.numerics, "mkl_vendor_answered", lambda: False)()
     out.write_text(json.dumps(result, indent=1, sort_keys=True))
 
 
