@@ -23,6 +23,7 @@ from memlab.config import experiment_names
 # what each `make` command of the quick start must run (its recipe, by `make -n`)
 MAKE_RECIPES = {
     "make test": ["-m pytest"],
+    "make test-vendors": ["-m vendors", "tests/core/test_numerics_vendors.py"],
     "make reproduce": ["-m memlab.reproduce", "-m memlab.site"],
     "make report": ["-m memlab.site"],
     "make lab": ["jupyter lab --config=lab/jupyter_server_config.py"],
