@@ -12,9 +12,9 @@ from memlab.site.data import read_run
 
 def test_the_audit_is_no_dvc_stage_and_every_other_experiment_is(repo_root):
     assert not stage_wanted("audit")
-    assert all(stage_wanted(e) for e in experiment_names() if e != "audit")
+    assert all(stage_wanted(e) for e in experiment_names() if e != "audit") and stage_wanted("audit_selfcheck")
     text = (repo_root / "dvc.yaml").read_text()
-    assert "exp-audit" not in text and "exp-pearl_wild:" in text
+    assert "exp-audit:" not in text and "exp-audit_selfcheck:" in text and "exp-pearl_wild:" in text
 
 
 def test_the_audit_composes_three_methods_and_extends_pearl_wild():

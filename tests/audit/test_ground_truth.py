@@ -22,39 +22,33 @@ def _run(results: Path, experiment: str, tables: dict[str, pd.DataFrame]) -> Non
         df.to_csv(folder / "tables" / f"{name}.csv", index=False)
 
 
-def _pearl_mia(results: Path, alpha: float = 0.2, fpr: float = 0.1) -> None:
-    # final epoch 10: 4 members (sensitivity 0.5, 0.3, 0.1, 0.05; loss all high), 2 evaluation non-members, and one
-    # calibration non-member that must never be counted
-    rows = [("member", "member", 0.5, -1.0), ("member", "member", 0.3, -1.5), ("member", "member", 0.1, -2.0),
-            ("member", "member", 0.05, -1.2), ("nonmember", "evaluation", 0.25, -4.0),
-            ("nonmember", "evaluation", 0.0, -2.5), ("nonmember", "calibration", 0.9, -0.1)]
-    df = pd.DataFrame([{"epoch": e, "split": s, "half": h, "sensitivity": v, "loss": l} for e in (0, 10)
-                       for s, h, v, l in rows])
-    thr = pd.DataFrame([{"score": "loss", "threshold": -3.0, "fitted_on": f"calibration half, epoch 0, FPR {fpr}"},
-                        {"score": "sensitivity_alpha", "threshold": alpha, "fitted_on": "method.alpha"}])
-    _run(results, "pearl_mia", {"scores_by_epoch": df, "fixed_thresholds": thr})
+def _selfcheck(results: Path) -> None:
+    from memlab.audit.selfcheck import rates
+
+    # two checkpoints' decisions of one rule: judged documents with their truth, control documents never counted
+    rows = [("c1", "mix", True, True), ("c1", "mix", True, False), ("c1", "mix", False, False),
+            ("c1", "null", False, True), ("c1", "known-unseen", False, True),
+            ("c2", "mix", True, True), ("c2", "null", False, False), ("c2", "null", False, False)]
+    d = pd.DataFrame([{"checkpoint": c, "method": "MIA (loss)", "source": s, "member": m, "flagged": f}
+                      for c, s, m, f in rows])
+    per_run = rates(d, ["checkpoint", "method"])
+    spread = per_run.groupby("method").agg(recall_runs_min=("recall", "min"), recall_runs_max=("recall", "max"),
+                                           fpr_runs_min=("fpr", "min"), fpr_runs_max=("fpr", "max")).reset_index()
+    _run(results, "audit_selfcheck", {"selfcheck_rates": rates(d, ["method"]).merge(spread, on="method")})
 
 
-def test_pearl_and_mia_rates_are_counted_from_the_zoo_runs_tables(tmp_path):
-    _pearl_mia(tmp_path)
-    rates = GT.pearl_rates(tmp_path, "pearl_mia", ["loss"], 0.2, "sensitivity", 0.1)
-    pe, loss = rates["sensitivity"], rates["loss"]
-    assert (pe.members_flagged, pe.members, pe.nonmembers_flagged, pe.nonmembers) == (2, 4, 1, 2)
-    assert (loss.members_flagged, loss.members, loss.nonmembers_flagged, loss.nonmembers) == (4, 4, 1, 2)
-    row = pe.row()
-    assert row["gt_recall"] == 0.5 and row["gt_fpr"] == 0.5 and row["gt_precision"] == pytest.approx(2 / 3)
-    assert row["gt_recall_low"] < 0.5 < row["gt_recall_high"]
-    assert "pearl_mia [default] at abcdef0" in pe.run and "final epoch 10" in pe.run
-
-
-@pytest.mark.parametrize("alpha,fpr,missing", [(0.3, 0.1, "sensitivity"), (0.2, 0.05, "loss")])
-def test_another_threshold_in_the_zoo_run_gives_no_rate(tmp_path, alpha, fpr, missing):
-    _pearl_mia(tmp_path)
-    rates = GT.pearl_rates(tmp_path, "pearl_mia", ["loss"], alpha, "sensitivity", fpr)
-    assert rates[missing].members is None and "used another threshold" in rates[missing].run
-    assert rates[missing].row()["gt_recall"] is None
-    other = ({"sensitivity", "loss"} - {missing}).pop()
-    assert rates[other].members == 4
+def test_the_rates_beside_a_finding_are_the_audits_own_blind_run_on_the_zoo(tmp_path):
+    _selfcheck(tmp_path)
+    rates = GT.selfcheck_rates(tmp_path, "audit_selfcheck")
+    loss = GT.lookup(rates, "MIA (loss)")
+    assert (loss.members_flagged, loss.members, loss.nonmembers_flagged, loss.nonmembers) == (2, 3, 1, 4)
+    row = loss.row()
+    assert row["gt_recall"] == pytest.approx(2 / 3) and row["gt_fpr"] == 0.25
+    assert "audit_selfcheck [default] at abcdef0" in loss.run and "FPR 0.00–0.50" in loss.rule
+    other = GT.lookup(rates, "PEARL (completion)")
+    assert other.members is None and "did not run this rule" in other.run
+    none = GT.lookup(GT.selfcheck_rates(tmp_path / "nowhere", "audit_selfcheck"), "MIA (loss)")
+    assert none.members is None and "experiment=audit_selfcheck" in none.run
 
 
 def test_a_zoo_run_that_does_not_exist_is_named_with_the_command_that_makes_it(tmp_path):

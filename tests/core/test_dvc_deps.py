@@ -107,14 +107,19 @@ def test_comments_and_scheduling_hints_make_nothing_stale(conf_repo):
 
 def test_a_method_setting_makes_exactly_that_methods_stages_stale(conf_repo):
     pearl = {f"exp-{e}" for e in experiment_names() if e.startswith("pearl_")}
-    assert stale_after(conf_repo, "conf/method/pearl.yaml", "tau_b: 0.2 ", "tau_b: 0.3 ") == pearl
+    # and the audit's self-check: its PEARL rows run with the pearl method's settings
+    assert stale_after(conf_repo, "conf/method/pearl.yaml", "tau_b: 0.2 ", "tau_b: 0.3 ") == pearl | {"exp-audit_selfcheck"}
 
 
 def test_an_experiment_depends_on_its_own_claim_rules_only(stages):
     rules = {"pearl": "lib/memlab/methods/pearl/claims.py", "recap": "lib/memlab/methods/recap/claims.py",
              "trace": "lib/memlab/methods/trace/claims.py",
              "memorization_curve": "lib/memlab/methods/memorization_claims.py"}
+    studies = [rules["pearl"], rules["trace"]]   # the audit's self-check has no claims; the studies it runs import these
+    assert [f for f in stages["exp-audit_selfcheck"]["deps"] if f.endswith("claims.py")] == studies
     for exp in filter(pipeline.stage_wanted, experiment_names()):
+        if exp == "audit_selfcheck":
+            continue   # checked above
         own = next(f for prefix, f in rules.items() if exp.startswith(prefix))
         deps = stages[f"exp-{exp}"]["deps"]
         assert own in deps, exp

@@ -36,6 +36,8 @@ SMALLER = {
     "trace_capability_propensity": [f"params.{m}.{k}" for m in ("tiny", "external")
                                     for k in ("n_prompts", "max_new_tokens", "prefix_tokens")],
     "audit": ["params.tasks", "params.trace.n_prompts", "method.task.max_new_tokens"] + WILD_N,
+    "audit_selfcheck": ["params.tasks", "params.checkpoints", "params.n_members", "params.n_nonmembers",
+                        "method.task.max_new_tokens"] + WILD_N,
 }
 
 

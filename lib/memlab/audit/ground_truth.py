@@ -59,32 +59,26 @@ def _run(results: Path, experiment: str) -> tuple[Path | None, str]:
     return folder, f"{experiment} [{meta.get('key', 'default')}] at {str(meta.get('commit') or '?')[:7]}"
 
 
-def pearl_rates(results: Path, experiment: str, scores: list[str], alpha: float, score: str,
-                target_fpr: float) -> dict[str, Rates]:
-    """PEARL (``score`` > α) and each MIA score (threshold fitted at ``target_fpr`` on known non-members) at the
-    zoo run's final epoch: members vs the evaluation half of the non-members (``pearl_mia``)."""
-    rules = {s: f"threshold fitted at FPR {target_fpr} on known non-members" for s in scores}
-    rules[score] = f"{score} > {alpha}"
+def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
+    """Each PEARL / MIA / blind rule's recall and FPR as the audit itself realized them, run blind on zoo
+    checkpoints with known members (``audit_selfcheck``'s ``selfcheck_rates``), keyed by the audit's row label."""
     folder, run = _run(results, experiment)
     if folder is None:
-        return {s: missing(r, run) for s, r in rules.items()}
-    df = pd.read_csv(folder / "tables" / "scores_by_epoch.csv")
-    thr = pd.read_csv(folder / "tables" / "fixed_thresholds.csv").set_index("score")
-    final = df[(df.epoch == df.epoch.max()) & (df.half != "calibration")]
-    fitted = thr.fitted_on.str.extract(r"FPR ([0-9.]+)")[0].astype(float)
-    out = {}
-    for s, rule in rules.items():
-        if s == score:
-            cut, same, how = alpha, thr.threshold.get("sensitivity_alpha") == alpha, "fixed α"
-        else:
-            cut, same, how = thr.threshold.get(s), fitted.get(s) == target_fpr, thr.fitted_on.get(s)
-        if cut is None or not same or s not in final:
-            out[s] = missing(rule, f"not measured at this rule: {run} used another threshold")
-            continue
-        m, n = final[final.split == "member"][s], final[final.split != "member"][s]
-        out[s] = Rates(rule, int((m > cut).sum()), len(m), int((n > cut).sum()), len(n),
-                       f"{run}, final epoch {int(df.epoch.max())}, threshold {how}")
-    return out
+        return {"": missing("the audit's own rule, blind on the zoo", run)}
+    df = pd.read_csv(folder / "tables" / "selfcheck_rates.csv")
+    return {r.method: Rates(f"the audit's own rule and control, blind on zoo checkpoints (KJV text); one audit's "
+                            f"recall ranged {r.recall_runs_min:.2f}–{r.recall_runs_max:.2f}, its FPR "
+                            f"{r.fpr_runs_min:.2f}–{r.fpr_runs_max:.2f} across them",
+                            int(r.recall_k), int(r.recall_n), int(r.fpr_k), int(r.fpr_n), run)
+            for r in df.itertuples()}
+
+
+def lookup(rates: dict[str, Rates], method: str) -> Rates:
+    """``method``'s rates, or why there are none (the run is missing, or it did not measure that rule)."""
+    if method in rates:
+        return rates[method]
+    why = rates[""].run if "" in rates else "not measured: the self-check did not run this rule"
+    return missing("the audit's own rule, blind on the zoo", why)
 
 
 def recap_rates(results: Path, experiment: str, tolerance: int) -> Rates:
@@ -99,8 +93,12 @@ def recap_rates(results: Path, experiment: str, tolerance: int) -> Rates:
     tiny = books[(books.method == "recap") & books.split.isin(["member", "nonmember"])]
     if col not in tiny or tiny.empty:
         return missing(rule, f"not measured at this rule: {run} has no {col} on member/non-member books")
+    target = sorted(tiny.target.unique())[0]   # one target, named: its rates are not pooled with another's
+    tiny = tiny[tiny.target == target]
     m, n = tiny[tiny.split == "member"][col], tiny[tiny.split == "nonmember"][col]
-    return Rates(rule, int((m >= 1).sum()), len(m), int((n >= 1).sum()), len(n), f"{run}, target {tiny.target.iloc[0]}")
+    return Rates(rule, int((m >= 1).sum()), len(m), int((n >= 1).sum()), len(n),
+                 f"{run}, target {target} only, in that experiment's setting (its events per book, not the "
+                 "audit's)")
 
 
 def trace_rates(results: Path, experiment: str) -> Rates:

@@ -10,12 +10,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memlab.audit import decide, judge, plots
 from memlab.audit import ground_truth as GT
-from memlab.audit import plots
 from memlab.errors import ConfigError
+from memlab.metrics.intervals import mover_contrast
 from memlab.methods.pearl import study as pearl_study
-from memlab.methods.pearl import tables as T
-from memlab.methods.pearl.calibration import calibrate_alpha
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.methods.recap import evaluate as E
 from memlab.methods.recap.config import CATEGORIES, TARGET_GROUPS, RecapConfig, TargetConfig
@@ -26,9 +25,6 @@ from memlab.methods.trace.generation import propensity_rows, summary_rows
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
-
-MIA_SCORES = ("loss", "zlib_ratio", "min_k", "min_k_pp")   # higher = more likely a member (memlab.metrics.mia)
-
 
 @dataclass(frozen=True)
 class MiaSpec:
@@ -54,9 +50,10 @@ class RecapTarget:
 
 @dataclass(frozen=True)
 class GroundTruthRuns:
-    """The zoo experiments whose default run gives each method's error rates."""
+    """Where each method's error rates come from: PEARL, MIA and blind rows from the audit run blind on the zoo
+    (``selfcheck``: audit_selfcheck); RECAP and SimpleTrace from their zoo experiments."""
 
-    pearl: str
+    selfcheck: str
     recap: str
     trace: str
 
@@ -70,6 +67,7 @@ class AuditParams:
     sources: dict[str, pearl_study.Source]
     alphas: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
     target_fprs: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
+    controls: dict[str, str | None]   # each source -> its same-domain known-unseen control (null: not judged)
     mia: MiaSpec
     recap: RecapTarget
     trace: trace_study.ExternalCells
@@ -83,6 +81,15 @@ class AuditParams:
 
     def __post_init__(self):
         self.wild  # noqa: B018 — the calibration sources must name sources of their domain
+        unseen = set(self.calibration_sources.values())
+        for name, spec in self.sources.items():
+            if name not in self.controls:
+                raise ConfigError(f"params.controls.{name} is missing: name its same-domain known-unseen source, or "
+                                  "null (the source is then not judged)")
+            c = self.controls[name]
+            if c is not None and (c not in unseen or self.sources[c].domain != spec.domain):
+                raise ConfigError(f"params.controls.{name}={c!r} must be a known-unseen source of domain "
+                                  f"{spec.domain!r} (params.calibration_sources: {sorted(unseen)})")
 
 
 def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResult:
@@ -117,64 +124,57 @@ def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None,
             "k": k, "n": n, "note": note, **rates.row()}
 
 
-# -- PEARL and the MIA baselines -----------------------------------------------------------------------------
+# -- PEARL, the MIA baselines and the blind baseline ------------------------------------------------------------
 def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Path,
            detail: StudyResult, progress: bool) -> tuple[list[dict], str]:
-    """PEARL's and the MIA baselines' rows, and the model's prompt style (read while the MIA holds the model)."""
+    """PEARL's, the MIA baselines' and the blind baseline's rows, each source judged against its same-domain
+    control (:mod:`memlab.audit.judge`), and the model's prompt style (read while the MIA holds the model)."""
+    from memlab.methods.pearl.study import with_halves
+
     wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
     for name, df in wild.tables.items():
         detail.table(f"pearl_{name}", df, show=False)
     for name, fig in wild.figures.items():
         detail.figure(f"pearl_{name}", fig, show=False, caption=wild.captions.get(name))
-    score, alpha = pearl.decision_score, pearl.alpha
-    gt = GT.pearl_rates(results, p.ground_truth.pearl, list(MIA_SCORES), alpha, score, p.mia.target_fpr)
-    df, rows = wild.tables["pearl_scores"], []
-    for (task, source), g in df.groupby(["task_kind", "source"], sort=True):
-        g = g[g.half != "calibration"] if source in p.calibration_sources.values() else g
-        what = "known-unseen (FPR)" if source in p.calibration_sources.values() else "flagged"
-        rows.append(_finding(f"PEARL ({task})", f"{source}: {what}", f"{score} > {alpha}",
-                             int((g[score] > alpha).sum()), len(g), gt[score]))
-    mia, style = _mia(pearl, p, catalog, node, gt, detail, progress)
-    return rows + mia, style
-
-
-def _mia(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
-         detail: StudyResult, progress: bool) -> tuple[list[dict], str]:
-    import pandas as pd
-
     sources, halves = pearl_study.wild_sources(pearl, p.wild)
+    unavailable = []
     with catalog.using(node) as backend:
         style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
         try:
-            frames = [T.mia_frame(backend, docs, k=p.mia.min_k, max_words=p.mia.max_words, progress=progress,
-                                  source=name)
-                      for name, docs in sources.items()]
+            mdf = with_halves(decide.mia_frame(backend, sources, min_k=p.mia.min_k, max_words=p.mia.max_words,
+                                               progress=progress), halves)
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
-            why = " ".join(str(err).split())
-            return [_finding(f"MIA ({s})", "unavailable", "—", None, None, gt[s], note=why) for s in MIA_SCORES], style
-    df = pd.concat(frames, ignore_index=True)
-    df["half"] = df.doc_id.map(halves).fillna("all")
-    scored = [s for s in MIA_SCORES if df[s].notna().any()]
-    rows = [_finding(f"MIA ({s})", "unavailable", "—", None, None, gt[s],
-                     note="the backend gives no score for it (Min-K%++ needs the whole vocabulary's log-probs)")
-            for s in MIA_SCORES if s not in scored]
-    fits = [{"score": s, "domain": domain,
-             "threshold": calibrate_alpha(df[(df.source == unseen) & (df.half == "calibration")][s].dropna().to_numpy(),
-                                          p.mia.target_fpr, floor=float("-inf")),
-             "fitted_on": f"{unseen} calibration half"}
-            for domain, unseen in p.calibration_sources.items() for s in scored]
-    thresholds = {(f["domain"], f["score"]): f["threshold"] for f in fits}
-    for source, spec in p.sources.items():
-        unseen = p.calibration_sources[spec.domain]
-        g = df[(df.source == source) & (df.half != "calibration")]
-        what = "known-unseen (FPR)" if source == unseen else "flagged"
-        for s in scored:
-            vals = g[s].dropna()
-            rows.append(_finding(f"MIA ({s})", f"{source}: {what}", f"fitted at FPR {p.mia.target_fpr} on {unseen}",
-                                 int((vals > thresholds[spec.domain, s]).sum()), len(vals), gt[s]))
-    detail.table("mia_scores", df.round(4), show=False)
-    detail.table("mia_thresholds", pd.DataFrame(fits).round(6), show=False)
+            mdf, why = None, " ".join(str(err).split())
+            unavailable = [(s, why) for s in decide.MIA_SCORES]
+    if mdf is not None:
+        mdf["half"] = mdf.half.where(mdf.source.isin(set(p.controls.values())), "all")
+        detail.table("mia_scores", mdf.round(4), show=False)
+        unavailable = [(s, "the backend gives no score for it (Min-K%++ needs the whole vocabulary's log-probs)")
+                       for s in decide.MIA_SCORES if mdf[s].isna().all()]
+    pdf = wild.tables["pearl_scores"]
+    pdf = pdf.assign(half=pdf.half.where(pdf.source.isin(set(p.controls.values())), "all"))
+    flags = decide.decisions(pdf, mdf, p.controls, score=pearl.decision_score, alpha=pearl.alpha,
+                             target_fpr=p.mia.target_fpr)
+    detail.table("audit_decisions", flags, show=False)
+    gt = GT.selfcheck_rates(results, p.ground_truth.selfcheck)
+    order = {s: i for i, s in enumerate(p.sources)}   # each method's rows in the config's source order
+    judged = sorted(judge.judged_rows(flags, p.controls), key=lambda r: order.get(r["source"], len(order)))
+    methods = list(dict.fromkeys(flags.method))
+    rows = [_judged(r, gt) for r in sorted(judged, key=lambda r: methods.index(r["method"]))]
+    rows += [_finding(decide.mia_label(s), "unavailable", "—", None, None, GT.lookup(gt, decide.mia_label(s)),
+                      note=why) for s, why in unavailable]
     return rows, style
+
+
+def _judged(r: dict, gt: dict) -> dict:
+    """One judged row of :func:`memlab.audit.judge.judged_rows` in the audit table's columns."""
+    what = {judge.CONTROL: "known-unseen (FPR)", judge.NOT_JUDGED: "not judged"}.get(r["conclusion"], "flagged")
+    row = _finding(r["method"], f"{r['source']}: {what}", r["rule"], r["k"], r["n"], GT.lookup(gt, r["method"]),
+                   note=r["conclusion"])
+    k0, n0 = r.get("control_k"), r.get("control_n")
+    return {**row, "control": r["control"], "control_value": k0 / n0 if n0 else None,
+            "control_k": k0, "control_n": n0, "diff": r.get("diff"), "diff_low": r.get("diff_low"),
+            "diff_high": r.get("diff_high"), "conclusion": r["conclusion"]}
 
 
 # -- RECAP -----------------------------------------------------------------------------------------------------
@@ -188,10 +188,25 @@ def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, style: str, 
     detail.table("recap_book_scores", books, show=False)
     tol = cfg.passage_tolerance
     gt, col, rows = GT.recap_rates(results, p.ground_truth.recap, tol), f"passages_m{tol}", []
-    for category, g in books[books.method == "recap"].groupby("category", sort=True):
+    rec = books[books.method == "recap"]
+    control = rec[rec.category == "non_training"]   # post-2025 texts: the model's own known-unseen books
+    k0, n0 = int((control[col] >= 1).sum()), len(control)
+    for category, g in rec.groupby("category", sort=True):
         floor = books[(books.method == "echo") & (books.category == category)].rouge_l.mean()
-        rows.append(_finding("RECAP", f"{category}: books extracted", gt.rule, int((g[col] >= 1).sum()), len(g), gt,
-                             note=f"ROUGE-L {g.rouge_l.mean():.3f} (metadata-echo floor {floor:.3f})"))
+        k, n = int((g[col] >= 1).sum()), len(g)
+        row = _finding("RECAP", f"{category}: books extracted", gt.rule, k, n, gt,
+                       note=f"ROUGE-L {g.rouge_l.mean():.3f} (metadata-echo floor {floor:.3f})")
+        if category == "non_training":
+            rows.append({**row, "finding": "non_training: known-unseen (FPR)", "conclusion": judge.CONTROL})
+            continue
+        if not n0:
+            rows.append({**row, "k": None, "n": None, "value": None, "ci_low": None, "ci_high": None,
+                         "conclusion": judge.NOT_JUDGED})
+            continue
+        diff, lo, hi = mover_contrast(k, n, k0, n0)
+        rows.append({**row, "control": "non_training", "control_value": k0 / n0, "control_k": k0, "control_n": n0,
+                     "diff": diff, "diff_low": lo, "diff_high": hi,
+                     "conclusion": judge.ABOVE if lo > 0 else judge.SAME})
     return rows
 
 

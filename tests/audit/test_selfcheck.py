@@ -1,0 +1,130 @@
+"""The audit audited (issue 47): each source judged against a same-domain control, never against another domain's
+unseen text; the rates printed beside a finding are the audit's own, measured blind on a model with known members,
+and they hold on documents the measurement never saw."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+
+from memlab.audit import decide, judge, selfcheck
+from memlab.backends.factory import build_backend
+from memlab.config import compose
+from memlab.data.corpora import load_corpus
+from memlab.errors import ConfigError
+from memlab.metrics.intervals import mover_contrast
+from memlab.report import Report
+
+N_POOL = 36   # KJV chapters the micro model (Ruth 1-4, conftest) never saw, per pool: the audit's control (10: 5 fit
+             # thresholds, 5 give its FPR), 13 in the mix, 13 alone
+RUNS = 4     # audits per pool, as the self-check pools its checkpoints: a 5-document calibration half makes one run's
+             # FPR vary widely (its threshold is an order statistic of 5 scores); the printed rate is their pool
+
+
+def _pools(chapters: dict) -> tuple[list[str], list[str]]:
+    """Two disjoint pools of non-member chapters, drawn by a seeded shuffle: one measures the rates the page prints,
+    the other is audited afterwards."""
+    import random
+
+    ids = sorted(i for i in chapters if not i.startswith("kjv/chapter/Ruth/"))
+    random.Random("test_selfcheck:pools").shuffle(ids)
+    return ids[:N_POOL], ids[N_POOL:2 * N_POOL]
+
+
+def _decisions(**kw) -> pd.DataFrame:
+    rows = []
+    for source, half, flags in kw.values():
+        rows += [{"method": "MIA (loss)", "rule": "r", "source": source, "doc_id": f"{source}{i}", "half": half,
+                  "flagged": f} for i, f in enumerate(flags)]
+    return pd.DataFrame(rows)
+
+
+def test_a_source_is_judged_only_against_its_own_domain_control():
+    d = _decisions(a=("judged", "all", [True] * 9 + [False]), b=("unseen", "evaluation", [False] * 9 + [True]),
+                   c=("unseen", "calibration", [False] * 10), e=("other", "all", [True] * 10))
+    rows = {r["source"]: r for r in judge.judged_rows(d, {"judged": "unseen", "unseen": "unseen", "other": None})}
+    assert rows["unseen"]["conclusion"] == judge.CONTROL and (rows["unseen"]["k"], rows["unseen"]["n"]) == (1, 10)
+    assert rows["other"]["conclusion"] == judge.NOT_JUDGED and rows["other"]["k"] is None
+    j = rows["judged"]
+    assert j["conclusion"] == judge.ABOVE and j["diff"] == pytest.approx(0.8) and j["diff_low"] > 0
+    same = _decisions(a=("judged", "all", [True] * 2 + [False] * 8), b=("unseen", "evaluation", [True] + [False] * 9))
+    (row,) = [r for r in judge.judged_rows(same, {"judged": "unseen"}) if r["source"] == "judged"]
+    assert row["conclusion"] == judge.SAME and row["diff_low"] < 0 < row["diff_high"]
+
+
+def test_the_default_audit_judges_no_source_without_a_same_domain_control():
+    p = Report.typed_node(compose("audit"), "params")
+    assert p.controls["kjv"] is None and p.controls["fortunes"] is None
+    assert p.controls["humaneval"] == "post_cutoff_code"
+    cfg = compose("audit", ["params.controls.humaneval=release_notes"])   # code judged against prose: refused
+    with pytest.raises(ConfigError, match="controls.humaneval"):
+        Report.typed_node(cfg, "params")
+    with pytest.raises(ConfigError, match="controls.kjv is missing"):
+        dataclasses.replace(p, controls={k: v for k, v in p.controls.items() if k != "kjv"})
+
+
+@pytest.fixture(scope="module")
+def micro_audit(micro_family):
+    """The audit's procedure (completion only) on the micro model, blind: rates measured on pool A, then an audit on pool B."""
+    cfg = compose("audit_selfcheck", ["params.tasks=[completion]"])
+    pearl, p = Report.typed_node(cfg, "method"), Report.typed_node(cfg, "params")
+    chapters = {d.id: d for d in load_corpus("kjv", unit="chapter")}
+    pool_a, pool_b = _pools(chapters)
+    backend = build_backend(micro_family.model_cfg)
+    out = {}
+    try:
+        for name, pool in (("A", pool_a), ("B", pool_b)):   # RUNS audits per pool, each with its own control draw
+            nonmembers = [dataclasses.replace(chapters[i], split="nonmember") for i in pool]
+            runs = []
+            for run in range(RUNS):
+                sources, halves = selfcheck.blind_sources(micro_family.members, nonmembers, 4, N_POOL - 10,
+                                                           p.n_control, f"test:{name}:{run}")
+                runs.append(selfcheck.audit_blind(pearl, p, backend, sources, halves, "micro").assign(checkpoint=run))
+            out[name] = pd.concat(runs, ignore_index=True)
+        # b1947bd's rule: the KJV non-members judged with thresholds fitted on post-2024 release notes
+        notes = load_corpus("release_notes")[:6]
+        cross = {"kjv": [dataclasses.replace(chapters[i], split="nonmember") for i in pool_b[:12]],
+                 "release_notes": [dataclasses.replace(d, split="nonmember") for d in notes]}
+        halves = {d.id: ("calibration" if j % 2 == 0 else "evaluation") for j, d in enumerate(notes)}
+        mdf = decide.mia_frame(backend, cross, min_k=p.mia.min_k, max_words=p.mia.max_words, progress=False)
+        mdf["half"] = mdf.doc_id.map(halves).fillna("all")
+        out["cross"] = decide.decisions(None, mdf, {"kjv": "release_notes", "release_notes": "release_notes"},
+                                        score=pearl.decision_score, alpha=pearl.alpha, target_fpr=p.mia.target_fpr)
+    finally:
+        backend.close()
+    return out
+
+
+def test_the_audit_keeps_to_the_rates_it_prints_on_documents_it_never_measured(micro_audit):
+    printed = selfcheck.rates(micro_audit["A"], ["method"]).set_index("method")
+    seen = selfcheck.rates(micro_audit["B"], ["method"]).set_index("method")
+    assert set(printed.index) == set(seen.index) and decide.mia_label("loss") in printed.index
+    for method, r in seen.iterrows():   # two independent measurements: their difference's interval must hold 0
+        pr = printed.loc[method]
+        assert r.fpr_n == 26 * RUNS and r.recall_n == 4 * RUNS
+        _, fpr_low, _ = mover_contrast(r.fpr_k, r.fpr_n, pr.fpr_k, pr.fpr_n)
+        assert fpr_low <= 0, f"{method} flags more non-members ({r.fpr_k}) than the FPR it prints ({pr.fpr_k})"
+        _, _, rec_high = mover_contrast(r.recall_k, r.recall_n, pr.recall_k, pr.recall_n)
+        assert rec_high >= 0, f"{method} finds fewer members ({r.recall_k}) than the recall it prints"
+    # the micro model memorized its 4 chapters: the loss MIA finds them against a same-domain control
+    assert seen.recall[decide.mia_label("loss")] == 1.0
+
+
+def test_calibrating_on_another_domain_breaks_the_printed_fpr(micro_audit):
+    """The check above can fail on this pipeline's own output: b1947bd's audit fitted the KJV threshold on release
+    notes, and the same model's non-member chapters are then flagged far above any FPR the self-check prints."""
+    printed = selfcheck.rates(micro_audit["A"], ["method"]).set_index("method")
+    d = micro_audit["cross"]
+    loss = d[(d.method == decide.mia_label("loss")) & (d.source == "kjv")]
+    assert len(loss) == 12 and loss.flagged.mean() > printed.fpr_high[decide.mia_label("loss")]
+
+
+def test_each_checkpoints_conclusion_is_scored_against_its_truth(micro_audit):
+    b = micro_audit["B"]
+    rows = pd.DataFrame(selfcheck.conclusions(b[b.checkpoint == 0], "micro"))
+    assert set(rows.truth) == {"contains members", "no members"}
+    assert rows.agrees.dtype == bool and len(rows) == 2 * rows.method.nunique()
+    null = rows[rows.truth == "no members"]
+    assert null.agrees.all(), null[["method", "k", "n", "control_k", "control_n"]]
