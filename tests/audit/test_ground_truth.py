@@ -1,5 +1,6 @@
-"""The audit's ground-truth column (memlab.audit.ground_truth): rates come only from a zoo run that used the same
-decision rule, counted from that run's own tables; a missing run or another threshold gives a reason, never a number."""
+"""The audit's ground-truth column (memlab.audit.ground_truth): rates come from the audit's own blind run on the zoo
+(audit_selfcheck) and the tracer's validation, counted from those runs' tables; a missing run or an unmeasured rule gives
+a reason, never a number."""
 
 from __future__ import annotations
 
@@ -47,28 +48,12 @@ def test_the_rates_beside_a_finding_are_the_audits_own_blind_run_on_the_zoo(tmp_
     assert "audit_selfcheck [default] at abcdef0" in loss.run and "FPR 0.00–0.50" in loss.rule
     other = GT.lookup(rates, "PEARL (completion)")
     assert other.members is None and "did not run this rule" in other.run
-    none = GT.lookup(GT.selfcheck_rates(tmp_path / "nowhere", "audit_selfcheck"), "MIA (loss)")
-    assert none.members is None and "experiment=audit_selfcheck" in none.run
 
 
 def test_a_zoo_run_that_does_not_exist_is_named_with_the_command_that_makes_it(tmp_path):
-    r = GT.recap_rates(tmp_path, "recap_table3", 5)
-    assert r.members is None and "make reproduce" in r.run and "experiment=recap_table3" in r.run
+    r = GT.lookup(GT.selfcheck_rates(tmp_path, "audit_selfcheck"), "RECAP")
+    assert r.members is None and "make reproduce" in r.run and "experiment=audit_selfcheck" in r.run
     assert GT.trace_rates(tmp_path, "trace_validation").row()["gt_fpr"] is None
-
-
-def test_recap_rate_is_books_with_a_recovered_passage_on_members_vs_non_members(tmp_path):
-    books = pd.DataFrame([
-        {"target": "tiny", "split": "member", "method": "recap", "passages_m5": 2},
-        {"target": "tiny", "split": "member", "method": "recap", "passages_m5": 0},
-        {"target": "tiny", "split": "nonmember", "method": "recap", "passages_m5": 0},
-        {"target": "tiny", "split": "nonmember", "method": "recap", "passages_m5": 1},
-        {"target": "tiny", "split": "nonmember", "method": "dsp", "passages_m5": 9},   # another method: not counted
-        {"target": "big", "split": None, "method": "recap", "passages_m5": 3}])       # no membership: not counted
-    _run(tmp_path, "recap_table3", {"book_scores": books})
-    r = GT.recap_rates(tmp_path, "recap_table3", 5)
-    assert (r.members_flagged, r.members, r.nonmembers_flagged, r.nonmembers) == (1, 2, 1, 2)
-    assert GT.recap_rates(tmp_path, "recap_table3", 3).members is None   # no passages_m3 column: not this rule
 
 
 def test_trace_rate_is_exact_matches_of_indexed_spans_vs_false_matches_of_others(tmp_path):

@@ -1,8 +1,8 @@
-"""Each audited method's error rates as measured on the tiny ground-truth zoo, read from the zoo experiments' own
-results (``results/<experiment>/default``, written by ``make reproduce``) and named by their run (commit, key).
-
-A rate is given only where the zoo run used the same decision rule as the audit (the same α, the same target FPR,
-the same passage tolerance); otherwise, or when the run is missing, the row says why instead of a number.
+"""Each audited method's error rates on the tiny ground-truth zoo, read from ``make reproduce``'s runs
+(``results/<experiment>/default``) and named by their run (commit, key): PEARL, the MIA scores, the blind baseline
+and RECAP from the audit's own procedure run blind on zoo models (``audit_selfcheck``); SimpleTrace from the
+tracer's validation (its decision, an exact match in the index, is the same in both). When the run is missing, or
+did not measure a rule, the row says why instead of a number.
 """
 
 from __future__ import annotations
@@ -79,26 +79,6 @@ def lookup(rates: dict[str, Rates], method: str) -> Rates:
         return rates[method]
     why = rates[""].run if "" in rates else "not measured: the self-check did not run this rule"
     return missing("the audit's own rule, blind on the zoo", why)
-
-
-def recap_rates(results: Path, experiment: str, tolerance: int) -> Rates:
-    """RECAP: a book counts as extracted when RECAP recovers ≥ 1 passage (``tolerance`` mismatches) — on the tiny
-    target's member vs non-member books (``recap_table3``)."""
-    rule = f"≥ 1 passage of 40 tokens (≤ {tolerance} mismatches) recovered by RECAP"
-    folder, run = _run(results, experiment)
-    if folder is None:
-        return missing(rule, run)
-    books = pd.read_csv(folder / "tables" / "book_scores.csv")
-    col = f"passages_m{tolerance}"
-    tiny = books[(books.method == "recap") & books.split.isin(["member", "nonmember"])]
-    if col not in tiny or tiny.empty:
-        return missing(rule, f"not measured at this rule: {run} has no {col} on member/non-member books")
-    target = sorted(tiny.target.unique())[0]   # one target, named: its rates are not pooled with another's
-    tiny = tiny[tiny.target == target]
-    m, n = tiny[tiny.split == "member"][col], tiny[tiny.split == "nonmember"][col]
-    return Rates(rule, int((m >= 1).sum()), len(m), int((n >= 1).sum()), len(n),
-                 f"{run}, target {target} only, in that experiment's setting (its events per book, not the "
-                 "audit's)")
 
 
 def trace_rates(results: Path, experiment: str) -> Rates:

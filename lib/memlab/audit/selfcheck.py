@@ -12,8 +12,10 @@ per method, pooled over checkpoints and per checkpoint) and each checkpoint's tr
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -39,12 +41,19 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class RecapCheck:
+    target: str                  # a target of methods.recap.targets trained here (its membership known)
+    family: str                  # its zoo family (the pipeline builds it first)
+
+
+@dataclass(frozen=True)
 class SelfCheckParams(AuditParams):
     """The audit's params (the procedure under test) and the checkpoints it is run on blind."""
 
     checkpoints: list[Checkpoint] = field(metadata=check(nonempty=True))
     n_members: int = field(metadata=check(ge=1))       # per checkpoint: members in the judged mix
     n_nonmembers: int = field(metadata=check(ge=2))    # per checkpoint, besides the control: half in the mix, half alone
+    recap_targets: list[RecapCheck]                     # RECAP as the audit runs it, on these zoo targets
 
     @property
     def n_control(self) -> int:
@@ -108,6 +117,32 @@ def rates(decisions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def recap_blind(recap, p: AuditParams, catalog, check_: RecapCheck, out_dir: Path, progress: bool) -> pd.DataFrame:
+    """RECAP as the audit runs it (its categories, events per book and target settings; a book counts as extracted
+    with ≥ 1 recovered passage) on a zoo target: the audit's own books plus the target's member and non-member books,
+    one event each, scored against the target's membership (books of unknown membership are left out)."""
+    from memlab.methods.recap import evaluate as E
+    from memlab.methods.recap.study import run_recap
+
+    t = recap.targets.get(check_.target)
+    if t is None or t.membership is None:
+        raise ConfigError(f"params.recap_targets: {check_.target!r} must be a target of methods.recap.targets with "
+                          f"a membership (one trained here), got {sorted(recap.targets)}")
+    if f"/{check_.family}/" not in t.membership.file:
+        raise ConfigError(f"params.recap_targets: {check_.target!r} reads {t.membership.file}, not family "
+                          f"{check_.family!r}")
+    target = dataclasses.replace(t, **dataclasses.asdict(p.recap), membership=dataclasses.replace(
+        t.membership, events_per_book=p.recap.events_per_book))
+    cfg = dataclasses.replace(recap, targets={check_.target: target})
+    run = run_recap(cfg, catalog, out_dir / check_.target, progress=progress)
+    books = E.book_scores(E.events_frame(run["all_records"]), cfg.recap.score_variant)
+    books = books[(books.method == "recap") & books.split.isin(["member", "nonmember"])]
+    col = f"passages_m{cfg.passage_tolerance}"
+    return pd.DataFrame({"checkpoint": check_.target, "method": "RECAP", "source": books.category.to_numpy(),
+                         "doc_id": books.book.to_numpy(), "half": "judged", "rule": f"{col} ≥ 1",
+                         "flagged": (books[col] >= 1).to_numpy(), "member": (books.split == "member").to_numpy()})
+
+
 def held_out(decisions: pd.DataFrame) -> pd.DataFrame:
     """Per checkpoint and method: its realized recall and FPR beside the pooled rates of the *other* checkpoints (what
     the page would print had this one never been measured), the Newcombe interval of each difference, and whether
@@ -118,9 +153,10 @@ def held_out(decisions: pd.DataFrame) -> pd.DataFrame:
         rest = rates(decisions[decisions.checkpoint != name], ["method"]).set_index("method")
         for method, r in mine.iterrows():
             row = {"checkpoint": name, "method": method}
-            for what in ("recall", "fpr"):
-                k, n, k0, n0 = (int(r[f"{what}_k"]), int(r[f"{what}_n"]), int(rest.loc[method, f"{what}_k"]),
-                                int(rest.loc[method, f"{what}_n"]))
+            for what in ("recall", "fpr"):   # a method no other checkpoint ran has nothing printed to compare with
+                k, n = int(r[f"{what}_k"]), int(r[f"{what}_n"])
+                k0, n0 = ((int(rest.loc[method, f"{what}_k"]), int(rest.loc[method, f"{what}_n"]))
+                          if method in rest.index else (0, 0))
                 diff, lo, hi = mover_contrast(k, n, k0, n0) if n and n0 else (None, None, None)
                 row.update({what: k / n if n else None, f"{what}_n": n, f"{what}_printed": k0 / n0 if n0 else None,
                             f"{what}_diff_low": lo, f"{what}_diff_high": hi,
@@ -158,7 +194,9 @@ def selfcheck(method: PearlConfig, params: SelfCheckParams, run: StudyRun) -> St
             d = audit_blind(method, p, backend, sources, halves, name, progress=run.progress)
         frames.append(d.assign(checkpoint=name))
         said += conclusions(d, name)
-    df = pd.concat(frames, ignore_index=True)
+    recap = [recap_blind(run.typed("methods.recap"), p, catalog, r, Path(run.out_dir) / "recap", run.progress)
+             for r in p.recap_targets]
+    df = pd.concat(frames + recap, ignore_index=True)
     per_run = rates(df, ["checkpoint", "method"])
     spread = per_run.groupby("method", sort=False).agg(recall_runs_min=("recall", "min"), recall_runs_max=("recall", "max"),
                                                        fpr_runs_min=("fpr", "min"), fpr_runs_max=("fpr", "max"))

@@ -50,11 +50,10 @@ class RecapTarget:
 
 @dataclass(frozen=True)
 class GroundTruthRuns:
-    """Where each method's error rates come from: PEARL, MIA and blind rows from the audit run blind on the zoo
-    (``selfcheck``: audit_selfcheck); RECAP and SimpleTrace from their zoo experiments."""
+    """Where each method's error rates come from: PEARL, MIA, blind and RECAP rows from the audit run blind on the
+    zoo (``selfcheck``: audit_selfcheck); SimpleTrace from the tracer's validation."""
 
     selfcheck: str
-    recap: str
     trace: str
 
 
@@ -105,8 +104,9 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
     pearl, recap, trace = method, run.typed("methods.recap"), run.typed("methods.trace")
     p, catalog, out_dir, progress = params, run.catalog, run.out_dir, run.progress
     node, results, detail = targets[0], Path(run.results_root), StudyResult()
-    rows, style = _pearl(pearl, p, catalog, node, results, detail, progress)
-    rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", results, detail, progress)
+    gt = GT.selfcheck_rates(results, p.ground_truth.selfcheck)
+    rows, style = _pearl(pearl, p, catalog, node, gt, detail, progress)
+    rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", gt, detail, progress)
     rows += _trace(trace, p, catalog, node, results, detail)
     summary = pd.DataFrame(rows)
     res = StudyResult()
@@ -125,7 +125,7 @@ def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None,
 
 
 # -- PEARL, the MIA baselines and the blind baseline ------------------------------------------------------------
-def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Path,
+def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
            detail: StudyResult, progress: bool) -> tuple[list[dict], str]:
     """PEARL's, the MIA baselines' and the blind baseline's rows, each source judged against its same-domain
     control (:mod:`memlab.audit.judge`), and the model's prompt style (read while the MIA holds the model)."""
@@ -156,7 +156,6 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, results: Pat
     flags = decide.decisions(pdf, mdf, p.controls, score=pearl.decision_score, alpha=pearl.alpha,
                              target_fpr=p.mia.target_fpr)
     detail.table("audit_decisions", flags, show=False)
-    gt = GT.selfcheck_rates(results, p.ground_truth.selfcheck)
     order = {s: i for i, s in enumerate(p.sources)}   # each method's rows in the config's source order
     judged = sorted(judge.judged_rows(flags, p.controls), key=lambda r: order.get(r["source"], len(order)))
     methods = list(dict.fromkeys(flags.method))
@@ -178,7 +177,7 @@ def _judged(r: dict, gt: dict) -> dict:
 
 
 # -- RECAP -----------------------------------------------------------------------------------------------------
-def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, style: str, out_dir: Path, results: Path,
+def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, style: str, out_dir: Path, gt_all: dict,
            detail: StudyResult, progress: bool) -> list[dict]:
     target = TargetConfig(model=node, prompt_style=style, price_in=0.0, price_out=0.0, membership=None,
                           **dataclasses.asdict(p.recap))
@@ -187,7 +186,7 @@ def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, style: str, 
     books = E.book_scores(E.events_frame(run["all_records"]), cfg.recap.score_variant)
     detail.table("recap_book_scores", books, show=False)
     tol = cfg.passage_tolerance
-    gt, col, rows = GT.recap_rates(results, p.ground_truth.recap, tol), f"passages_m{tol}", []
+    gt, col, rows = GT.lookup(gt_all, "RECAP"), f"passages_m{tol}", []
     rec = books[books.method == "recap"]
     control = rec[rec.category == "non_training"]   # post-2025 texts: the model's own known-unseen books
     k0, n0 = int((control[col] >= 1).sum()), len(control)
