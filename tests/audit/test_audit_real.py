@@ -28,7 +28,8 @@ from tests.backends.test_served_scoring import smollm_gguf  # noqa: F401 (a fixt
 pytestmark = pytest.mark.skipif(not os.environ.get("MEMLAB_AUDIT_README"),
                                 reason="set MEMLAB_AUDIT_README=1 after `make reproduce`")
 PLACEHOLDER = "/path/to/model.gguf"
-METHODS = {"PEARL (completion)", "MIA (loss)", "MIA (zlib_ratio)", "MIA (min_k)", "MIA (min_k_pp)", "RECAP", "SimpleTrace"}
+METHODS = {"PEARL (completion)", "MIA (loss)", "MIA (zlib_ratio)", "MIA (min_k)", "MIA (min_k_pp)",
+           "blind (zlib compressibility)", "RECAP", "SimpleTrace"}
 
 
 def readme_commands(repo_root: Path) -> list[str]:
@@ -48,24 +49,35 @@ def _run(repo_root: Path, command: str) -> Path:
 
 
 def _check_page(folder: Path) -> pd.DataFrame:
+    from memlab.audit import judge
+
     audit = pd.read_csv(folder / "tables" / "audit.csv")
     assert set(audit.method) == METHODS
     for r in audit.itertuples():
         if r.finding == "unavailable":
             assert isinstance(r.note, str) and r.note       # a reason, never a silent gap
+        elif r.conclusion == judge.NOT_JUDGED:             # no same-domain control: no count at all
+            assert pd.isna(r.k) and pd.isna(r.n) and pd.isna(r.value)
         else:
             assert r.n >= 1 and 0 <= r.k <= r.n and r.ci_low <= r.value <= r.ci_high
-        # after make reproduce every method has its ground-truth rates, each from a named zoo run
+        if r.conclusion in (judge.ABOVE, judge.SAME):      # judged: against its control, with the difference
+            assert r.control_n >= 1 and r.diff_low <= r.diff <= r.diff_high
+        # after make reproduce every method has its ground-truth rates, each from a named run: the audit's own
+        # blind run on the zoo (SimpleTrace: the tracer's validation)
         assert 0 <= r.gt_recall <= 1 and 0 <= r.gt_fpr <= 1, r
-        assert re.match(r"(pearl_mia|recap_table3|trace_validation) \[default\] at [0-9a-f]{7}", r.gt_run), r.gt_run
+        assert re.match(r"(audit_selfcheck|trace_validation) \[default\] at [0-9a-f]{7}", r.gt_run), r.gt_run
+    judged = audit[audit.method.str.startswith("MIA")].set_index("finding").conclusion
+    assert judged["kjv: not judged"].eq(judge.NOT_JUDGED).all()   # no known-unseen KJV: never a count
     assert (folder / "figures" / "audit.png").stat().st_size > 10_000
     # every figure the page shows has its caption (PEARL's are carried over from its study)
     captions = json.loads((folder / "figures" / "captions.json").read_text())
     assert set(captions) == {p.stem for p in (folder / "figures").glob("*.png")}
     assert all(c["caption"] for c in captions.values())
-    # one MIA threshold per domain and score, fitted once on the domain's known-unseen calibration half
-    thresholds = pd.read_csv(folder / "tables" / "mia_thresholds.csv")
-    assert not thresholds.duplicated(["domain", "score"]).any() and len(thresholds) >= 2
+    # one MIA threshold per score and control, fitted once on the control's calibration half
+    dec = pd.read_csv(folder / "tables" / "audit_decisions.csv")
+    fitted = dec[dec.method.str.startswith("MIA") & (dec.rule != "—")]
+    assert (fitted.groupby(["method", "rule"]).size() > 0).all() and fitted.rule.str.contains("calibration half").all()
+    assert fitted.groupby("method").rule.nunique().eq(2).all()   # two controls: release notes, post-cutoff code
     return audit
 
 
@@ -92,5 +104,6 @@ def test_the_smoke_audit_through_a_llama_cpp_server_runs_as_written(repo_root, s
     audit = _check_page(folder)
     # the server gives top-k log-probs, not the whole vocabulary: Min-K%++ is unavailable, and says why
     assert audit[audit.method == "MIA (min_k_pp)"].finding.tolist() == ["unavailable"]
-    assert (audit[audit.method == "MIA (loss)"].n > 0).all()
+    loss = audit[(audit.method == "MIA (loss)") & ~audit.finding.str.endswith("not judged")]
+    assert len(loss) == 3 and (loss.n > 0).all()   # humaneval judged against its control, and the two controls
     assert json.loads((folder / "run.json").read_text())["models"] == {"llama-cpp": f"served local at {url}"}
