@@ -24,16 +24,10 @@ def mia_label(score: str) -> str:
 
 def pearl_frame(pearl, tasks: Sequence[str], sources: Mapping[str, list], domains: Mapping[str, str], backend,
                 style: str, model: str):
-    """PEARL's per-document scores of every source under each task, as pearl_wild computes them."""
-    from memlab.methods.pearl import tables as T
+    """PEARL's per-document scores of every source under each task, by pearl_wild's own loop."""
+    from memlab.methods.pearl.study import source_frames
 
-    frames = []
-    for task in tasks:
-        for name, docs in sources.items():
-            cfg = pearl.replace(task={"name": f"{domains[name]}_{task}", "style": style})
-            frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
-                                        domain=domains[name]))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(source_frames(pearl, tasks, sources, domains, backend, style, model), ignore_index=True)
 
 
 def mia_frame(backend, sources: Mapping[str, list], *, min_k: float, max_words: int | None, progress: bool):

@@ -13,7 +13,6 @@ from pathlib import Path
 from memlab.audit import decide, judge, plots
 from memlab.audit import ground_truth as GT
 from memlab.errors import ConfigError
-from memlab.metrics.intervals import mover_contrast
 from memlab.methods.pearl import study as pearl_study
 from memlab.methods.pearl.engine import PearlConfig
 from memlab.methods.recap import evaluate as E
@@ -147,12 +146,12 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
             mdf, why = None, " ".join(str(err).split())
             unavailable = [(s, why) for s in decide.MIA_SCORES]
     if mdf is not None:
-        mdf["half"] = mdf.half.where(mdf.source.isin(set(p.controls.values())), "all")
+        mdf = _halves_of_controls(mdf, p.controls)
         detail.table("mia_scores", mdf.round(4), show=False)
         unavailable = [(s, "the backend gives no score for it (Min-K%++ needs the whole vocabulary's log-probs)")
                        for s in decide.MIA_SCORES if mdf[s].isna().all()]
     pdf = wild.tables["pearl_scores"]
-    pdf = pdf.assign(half=pdf.half.where(pdf.source.isin(set(p.controls.values())), "all"))
+    pdf = _halves_of_controls(pdf, p.controls)
     flags = decide.decisions(pdf, mdf, p.controls, score=pearl.decision_score, alpha=pearl.alpha,
                              target_fpr=p.mia.target_fpr)
     detail.table("audit_decisions", flags, show=False)
@@ -163,6 +162,12 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
     rows += [_finding(decide.mia_label(s), "unavailable", "—", None, None, GT.lookup(gt, decide.mia_label(s)),
                       note=why) for s, why in unavailable]
     return rows, style
+
+
+def _halves_of_controls(df, controls: dict):
+    """``df`` with ``half`` kept for the controls' documents (calibration/evaluation) and ``all`` for every judged
+    source's: a judged source is compared whole with its control's evaluation half."""
+    return df.assign(half=df.half.where(df.source.isin(set(controls.values())), "all"))
 
 
 def _judged(r: dict, gt: dict) -> dict:
@@ -185,27 +190,24 @@ def _recap(recap: RecapConfig, p: AuditParams, catalog, node: dict, style: str, 
     run = run_recap(cfg, catalog, out_dir, progress=progress)
     books = E.book_scores(E.events_frame(run["all_records"]), cfg.recap.score_variant)
     detail.table("recap_book_scores", books, show=False)
-    tol = cfg.passage_tolerance
-    gt, col, rows = GT.lookup(gt_all, "RECAP"), f"passages_m{tol}", []
-    rec = books[books.method == "recap"]
-    control = rec[rec.category == "non_training"]   # post-2025 texts: the model's own known-unseen books
-    k0, n0 = int((control[col] >= 1).sum()), len(control)
-    for category, g in rec.groupby("category", sort=True):
-        floor = books[(books.method == "echo") & (books.category == category)].rouge_l.mean()
-        k, n = int((g[col] >= 1).sum()), len(g)
-        row = _finding("RECAP", f"{category}: books extracted", gt.rule, k, n, gt,
-                       note=f"ROUGE-L {g.rouge_l.mean():.3f} (metadata-echo floor {floor:.3f})")
-        if category == "non_training":
-            rows.append({**row, "finding": "non_training: known-unseen (FPR)", "conclusion": judge.CONTROL})
-            continue
-        if not n0:
-            rows.append({**row, "k": None, "n": None, "value": None, "ci_low": None, "ci_high": None,
-                         "conclusion": judge.NOT_JUDGED})
-            continue
-        diff, lo, hi = mover_contrast(k, n, k0, n0)
-        rows.append({**row, "control": "non_training", "control_value": k0 / n0, "control_k": k0, "control_n": n0,
-                     "diff": diff, "diff_low": lo, "diff_high": hi,
-                     "conclusion": judge.ABOVE if lo > 0 else judge.SAME})
+    import pandas as pd
+
+    col = f"passages_m{cfg.passage_tolerance}"
+    rec = books[books.method == "recap"].sort_values("category", kind="stable")
+    # a book is flagged when RECAP extracted at least one passage; the model's own known-unseen books (post-2025
+    # texts, category non_training) are every other category's control, judged as PEARL's sources are
+    control = "non_training" if (rec.category == "non_training").any() else None
+    controls = {c: control for c in rec.category.unique() if c != "non_training"}
+    decisions = pd.DataFrame({"method": "RECAP", "rule": GT.lookup(gt_all, "RECAP").rule, "source": rec.category,
+                              "doc_id": rec.book, "half": "evaluation", "flagged": rec[col] >= 1})
+    rows = []
+    for r in judge.judged_rows(decisions[judge.DECISION_COLUMNS], controls):
+        g = rec[rec.category == r["source"]]
+        floor = books[(books.method == "echo") & (books.category == r["source"])].rouge_l.mean()
+        row = _judged(r, gt_all)
+        if r["conclusion"] in (judge.ABOVE, judge.SAME):
+            row["finding"] = f"{r['source']}: books extracted"
+        rows.append({**row, "note": f"ROUGE-L {g.rouge_l.mean():.3f} (metadata-echo floor {floor:.3f})"})
     return rows
 
 

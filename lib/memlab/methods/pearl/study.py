@@ -304,12 +304,8 @@ def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]
     frames, models = [], [node["name"] for node in targets]
     for model, node in zip(models, targets):
         with catalog.using(node) as backend:
-            style = prompt_style(backend)
-            for task in p.tasks:
-                for name, docs in sources.items():
-                    cfg = method.replace(task={"name": f"{p.sources[name].domain}_{task}", "style": style})
-                    frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
-                                                domain=p.sources[name].domain))
+            frames += source_frames(method, p.tasks, sources, {n: s.domain for n, s in p.sources.items()}, backend,
+                                    prompt_style(backend), model)
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
     keys = ["model", "task_kind", "domain", "source"]
@@ -331,6 +327,18 @@ def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]
     res.table("median_sensitivity", med.round(4))
     res.metric(**{f"median_sens_{r.model}_{r.task_kind}_{r.source}": r.sensitivity for r in med.itertuples()})
     return res
+
+
+def source_frames(method: PearlConfig, tasks, sources: dict, domains: dict, backend, style: str, model: str) -> list:
+    """PEARL's per-document frames of every source under each task (``{domain}_{task}``, prompted in ``style``), one
+    frame per (task, source): pearl_wild's loop, which the audit and its self-check run too."""
+    frames = []
+    for task in tasks:
+        for name, docs in sources.items():
+            cfg = method.replace(task={"name": f"{domains[name]}_{task}", "style": style})
+            frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
+                                        domain=domains[name]))
+    return frames
 
 
 def wild_sources(method: PearlConfig, p: WildParams):
