@@ -44,5 +44,22 @@ def test_levels_and_corrections():
 def test_n_to_decide():
     assert n_to_decide(0.1, (-0.1, 0.3), 10, 0.0) == 40
     assert n_to_decide(0.0, (-0.1, 0.1), 10, 0.0) is None
+    # a lopsided interval (a share near 0): the side facing the threshold decides, not the half-width
+    # 0.05 above 0.02, low side 0.04: (0.04 / 0.03)² × 100 → 178 (the half-width 0.145 would say 2 337)
+    assert n_to_decide(0.05, (0.01, 0.30), 100, 0.02) == 178
+    # 0.05 below 0.10, high side 0.25: (0.25 / 0.05)² × 100 = 2 500 (the half-width would say 841)
+    assert n_to_decide(0.05, (0.01, 0.30), 100, 0.10) == 2500
     n = wilson_n_to_decide(0.0, 0.1)
     assert wilson(0, n)[1] < 0.1 <= wilson(0, n - 1)[1]
+
+
+def test_sign_flip_min_n_is_where_the_exact_test_first_reaches_its_level():
+    import numpy as np
+
+    from memlab.metrics.intervals import sign_flip_min_n, sign_flip_p
+
+    for level in (1 - 0.05 / 3, 1 - 0.05 / 2, 0.95):
+        n = sign_flip_min_n(level)
+        assert sign_flip_p(np.ones(n), n_resamples=10, seed=0) < 1 - level
+        assert sign_flip_p(np.ones(n - 1), n_resamples=10, seed=0) >= 1 - level
+    assert (sign_flip_min_n(1 - 0.05 / 3), sign_flip_min_n(0.95)) == (7, 6)

@@ -112,6 +112,12 @@ def permutation_diff(a: Sequence[float], b: Sequence[float], *, n_resamples: int
     return float((hits + 1) / (int(n_resamples) + 1))
 
 
+def sign_flip_min_n(level: float) -> int:
+    """The fewest paired differences at which the exact two-sided sign-flip test (:func:`sign_flip_p`) can reach
+    p < 1 − ``level``: n differences of one sign give its smallest p, 2 / 2^n (0.0167 needs 7, 0.05 needs 6)."""
+    return int(math.floor(math.log2(2 / (1 - level)))) + 1
+
+
 def sign_flip_p(d: Sequence[float], *, n_resamples: int, seed: int) -> float:
     """Two-sided p of mean(d) = 0 under random signs of the paired differences ``d`` (all 2^n sign patterns when
     n <= 16, else ``n_resamples`` seeded draws; the observed pattern counts)."""
@@ -170,14 +176,16 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def n_to_decide(estimate: float, ci: tuple[float, float], n: int, threshold: float) -> int | None:
-    """The n at which an interval around ``estimate`` would exclude ``threshold``, if the interval's half-width
-    shrinks as 1/√n from its width at ``n`` (the observed effect assumed true). None when the estimate sits on the
-    threshold (no n decides) or the interval has no width."""
-    half = (ci[1] - ci[0]) / 2
+    """The n at which an interval around ``estimate`` would exclude ``threshold``, if the interval's side toward the
+    threshold (estimate − low when the estimate is above it, high − estimate when below) shrinks as 1/√n from its
+    length at ``n`` (the observed effect assumed true). The side, not the half-width: near 0 or 1 a share's interval
+    is lopsided, and its long side may face away from the threshold. None when the estimate sits on the threshold
+    (no n decides) or that side has no length."""
+    side = estimate - ci[0] if estimate > threshold else ci[1] - estimate
     gap = abs(estimate - threshold)
-    if n < 1 or gap == 0 or half <= 0:
+    if n < 1 or gap == 0 or side <= 0:
         return None
-    return max(n + 1, math.ceil(n * (half / gap) ** 2))
+    return max(n + 1, math.ceil(n * (side / gap) ** 2))
 
 
 def wilson_n_to_decide(p: float, threshold: float, level: float = 0.95, n_max: int = 10**7,

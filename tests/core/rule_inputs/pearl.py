@@ -70,8 +70,17 @@ def _mia(first_non: float, last_non: float, n: int, member_first: float = 99.0) 
 
 @inputs("pearl_mia_nonmember_rate_falls")
 def mia_falls(case):
+    """The same held-out non-members at epochs 0 and 10: a share flagged at each (perplexity score above the fixed
+    threshold −50), plus calibration-half documents that must be left out."""
     a, b, n = {"for": (70.0, 5.0, 100), "against": (5.0, 70.0, 100), "unclear": (100 / 3, 0.0, 3)}[case]
-    return StudyResult(tables={"mia_vs_memorization": _mia(a, b, n)})
+    rows = [{"doc_id": f"n{i}", "split": "nonmember", "half": "evaluation", "epoch": e,
+             "perplexity": -10.0 if f else -90.0}
+            for e, share in ((0, a), (10, b)) for i, f in enumerate(_flags(n, share / 100))]
+    rows += [{"doc_id": f"c{i}", "split": "nonmember", "half": "calibration", "epoch": e, "perplexity": -10.0}
+             for e in (0, 10) for i in range(50)]
+    fixed = pd.DataFrame([{"score": "perplexity", "threshold": -50.0, "fitted_on": "calibration half"}])
+    return StudyResult(tables={"mia_vs_memorization": _mia(a, b, n), "scores_by_epoch": pd.DataFrame(rows),
+                               "fixed_thresholds": fixed})
 
 
 @inputs("pearl_mia_memo_subset")
@@ -93,10 +102,27 @@ def wild_code(case):
 
 @inputs("pearl_wild_task_dependence")
 def task_dependence(case):
-    comp, summ, both = {"for": (50, 10, 6), "against": (10, 50, 6), "unclear": (3, 2, 1)}[case]
-    t = pd.DataFrame([{"model": "a", "source": "humaneval", "alpha": 0.14, "completion": comp,
-                       "summarization": summ, "both": both, "n": 100}])
-    return StudyResult(tables={"completion_vs_summarization": t})
+    """Two models, each task on its own score scale (summarization's scores are 10× completion's) and its own
+    calibrated α: per model ``comp`` documents flagged under completion only, ``summ`` under summarization only,
+    ``both`` under both, the rest under neither; plus calibration-half documents (flagged under every task: they must
+    be left out)."""
+    comp, summ, both, n = {"for": (50, 10, 6, 100), "against": (10, 50, 6, 100), "unclear": (3, 2, 1, 10)}[case]
+    rows, cal = [], []
+    for m in ("a", "b"):
+        for task, scale, flagged in (("completion", 1.0, comp), ("summarization", 10.0, summ)):
+            cal += [{"model": m, "task_kind": task, "domain": "code", "score": "sensitivity", "target_fpr": f,
+                     "alpha": 0.1 * scale} for f in (0.2, 0.1, 0.0)]
+            for i in range(n):
+                on = i < both or (both <= i < both + flagged if task == "completion" else
+                                  both + comp <= i < both + comp + flagged)
+                rows.append({"model": m, "task_kind": task, "domain": "code", "source": "humaneval",
+                             "doc_id": f"d{i}", "half": "member", "sensitivity": (0.2 if on else 0.05) * scale})
+            rows += [{"model": m, "task_kind": task, "domain": "code", "source": "post", "doc_id": f"c{i}",
+                      "half": "calibration", "sensitivity": 0.9 * scale} for i in range(20)]
+    t = pd.DataFrame([{"model": m, "source": "humaneval", "alpha": 0.14, "completion": comp + both,
+                       "summarization": summ + both, "both": both, "n": n} for m in ("a", "b")])
+    return StudyResult(tables={"completion_vs_summarization": t, "pearl_scores": pd.DataFrame(rows),
+                               "alpha_calibrated_per_domain": pd.DataFrame(cal)})
 
 
 @inputs("pearl_acr_overlap")

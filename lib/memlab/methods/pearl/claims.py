@@ -118,12 +118,24 @@ def grows_with_size(res, c: Claim) -> Finding:
     needs = [s[4] for s in steps if s[3] == "inconclusive" and s[4]]
     why = "; ".join(f"{a}→{b}: {st[0]:+.2f} [{st[1][0]:+.2f}, {st[1][1]:+.2f}]"
                     for (a, b), st in zip(zip(sizes, sizes[1:]), steps))
+    why += _unequal_training(res.tables.get("flagged_counts_by_size"), sizes)
     return Finding(counts[-1] / counts[0] if counts[0] else None, None, f"{TINY} sizes {', '.join(sizes)}",
                    combine([s[3] for s in steps]), "members flagged per size: " + ", ".join(
                        f"{s} {k}" for s, k in zip(sizes, counts)) + f"; change in share per step {why}",
                    statistic="members flagged, largest / smallest size (empty when the smallest flags none); "
                    "decided per step on exact intervals", p_value=max(s[2] for s in steps), our_n=len(mem),
                    n_needed=max(needs) if needs else None, more_data=_bigger_family(res, c))
+
+
+def _unequal_training(by_size, sizes: list[str]) -> str:
+    """A sentence for each step to a larger size that trained to a higher final loss than the smaller one: that step
+    compares models trained unequally, not sizes alone ("" when every larger size reached a lower loss)."""
+    if by_size is None or "final_train_loss" not in by_size:
+        return ""
+    loss = by_size.drop_duplicates("size").set_index("size").final_train_loss
+    bad = [f"{b} ended at training loss {loss[b]:.3f} above {a}'s {loss[a]:.3f}" for a, b in zip(sizes, sizes[1:])
+           if a in loss and b in loss and loss[b] > loss[a]]
+    return f"; unequal training: {', '.join(bad)}, so that step is not a size effect alone" if bad else ""
 
 
 @rule("pearl_calibration_low_fpr")
@@ -162,16 +174,24 @@ def mia_epoch0(res, c: Claim) -> Check:
 @rule("pearl_mia_nonmember_rate_falls")
 def nonmember_rate_falls(res, c: Claim) -> Finding:
     """Hypothesis (our reading of Table 4): with the perplexity threshold fixed at the first epoch, the share of
-    held-out non-members the MIA flags is lower at the last epoch than at the first. Decided on the 95 % MOVER
-    interval of first − last (in percentage points) against 0. Our value: that fall."""
+    held-out non-members the MIA flags is lower at the last epoch than at the first. The same documents at both
+    epochs: decided on the exact sign test of the documents that change (flagged first and not last vs the
+    reverse), 95 %. Our value: that fall, in percentage points (its interval conditional on the documents that
+    change)."""
     t = res.tables["mia_vs_memorization"].sort_values("epoch")
     a, b = t.iloc[0], t.iloc[-1]
-    ka, kb = round(a.nonmember_mia_pct / 100 * a.nonmember_n), round(b.nonmember_mia_pct / 100 * b.nonmember_n)
-    est, lo, hi = mover_contrast(int(ka), int(a.nonmember_n), int(kb), int(b.nonmember_n))
-    return Finding(100 * est, (100 * lo, 100 * hi), f"{TINY}, epochs {int(a.epoch)}→{int(b.epoch)}",
-                   decide((lo, hi)), f"MIA on non-members {a.nonmember_mia_pct:.1f} % → {b.nonmember_mia_pct:.1f} %",
-                   statistic="fall in % of non-members flagged by the MIA, first → last epoch (MOVER 95 %)",
-                   our_n=int(a.nonmember_n), n_needed=n_to_decide(est, (lo, hi), int(a.nonmember_n), 0.0),
+    scores, fixed = res.tables["scores_by_epoch"], res.tables["fixed_thresholds"].set_index("score").threshold
+    non = scores[(scores.split == "nonmember") & (scores.half != "calibration")]
+    wide = non.pivot_table(index="doc_id", columns="epoch", values="perplexity")
+    first, last = wide[a.epoch] > fixed["perplexity"], wide[b.epoch] > fixed["perplexity"]
+    fall, ci, p, verdict, need = _paired_rise(last.to_numpy(), first.to_numpy(), 1 - ALPHA)
+    return Finding(100 * fall, (100 * ci[0], 100 * ci[1]), f"{TINY}, epochs {int(a.epoch)}→{int(b.epoch)}, "
+                   f"{len(wide)} held-out non-members", verdict,
+                   f"MIA on non-members {int(first.sum())}/{len(wide)} → {int(last.sum())}/{len(wide)} "
+                   f"({a.nonmember_mia_pct:.1f} % → {b.nonmember_mia_pct:.1f} %); flagged first only "
+                   f"{int((first & ~last).sum())}, last only {int((~first & last).sum())}",
+                   statistic="fall in % of non-members flagged by the MIA, first → last epoch (exact sign test on "
+                   "the same documents, 95 %)", p_value=p, our_n=len(wide), n_needed=need,
                    more_data=_bigger_family(res, c))
 
 
@@ -207,29 +227,58 @@ def code_over_unseen(res, c: Claim) -> Finding:
 @rule("pearl_wild_task_dependence")
 def task_dependence(res, c: Claim) -> Finding:
     """Hypothesis: on the same documents, more are flagged under completion only than under summarization only
-    (summarization flags fewer; exact sign test at 95 %, all models and sources). Not testable when completion and
-    summarization flag nothing. Our value: documents flagged under both (the paper: 6)."""
+    (summarization flags fewer). The two tasks score on different scales (completion and summarization outputs
+    compared by different similarities), so each (model, task, domain) is thresholded at its own α, calibrated at
+    the strictest nonzero target FPR of ``params.target_fprs`` on the calibration half of the domain's known-unseen
+    source; the calibration documents are left out. One exact sign test per model (a document is one unit within
+    a model; the models are separate tests at a Bonferroni level): reproduced iff every model's interval of the
+    completion-only share among discordant documents lies above 0.5, contradicted iff one lies below. Not testable
+    when a task did not run or no document is flagged under one task only. Our value: documents flagged under both,
+    all models (the paper: 6, GPT-4o)."""
+    scores, cal = res.tables.get("pearl_scores"), res.tables.get("alpha_calibrated_per_domain")
     t = res.tables["completion_vs_summarization"]
     off = [task for task in ("completion", "summarization") if t.empty or t[task].isna().all()]
     if off:  # a task switched off (params.tasks): never judged on flags it did not measure
         return untestable("completion vs summarization", f"{' and '.join(off)} did not run (params.tasks)",
                           full_command("pearl_wild"))
-    scores = res.tables.get("pearl_scores")
-    if t.empty or (scores is not None and not {"completion", "summarization"} <= set(scores.task_kind)):
+    if scores is None or not {"completion", "summarization"} <= set(scores.task_kind):
         return untestable("no completion/summarization pairs", "the run did not score both tasks",
                           full_command("pearl_wild"))
-    comp_only, summ_only = int((t.completion - t.both).sum()), int((t.summarization - t.both).sum())
-    setting = f"{', '.join(sorted(set(t.model)))}; {int(t.n.sum())} documents"
-    if comp_only + summ_only == 0:
-        return untestable(setting, f"no document is flagged under one task and not the other (both: {int(t.both.sum())})",
+    fprs = sorted(f for f in res.params.target_fprs if f > 0)
+    if not fprs or cal is None:
+        return untestable("completion vs summarization", "no nonzero target FPR to calibrate each task at "
+                          "(params.target_fprs)", full_command("pearl_wild"))
+    fpr, score = fprs[0], res.method.decision_score
+    alpha = cal[(cal.target_fpr == fpr) & (cal.score == res.method.decision_score)].set_index(["model", "task_kind", "domain"]).alpha
+    d = scores[scores.half != "calibration"]
+    d = d.assign(flagged=[s > alpha[(m, k, dom)] for s, m, k, dom in zip(d[score], d.model, d.task_kind, d.domain)])
+    wide = d.pivot_table(index=["model", "doc_id"], columns="task_kind", values="flagged", aggfunc="first")
+    models = sorted(set(wide.index.get_level_values("model")))
+    level = bonferroni_level(len(models), ALPHA)
+    per, both = {}, 0
+    for m in models:
+        w = wide.loc[m].astype(bool)
+        comp, summ = w.completion.to_numpy(), w.summarization.to_numpy()
+        per[m] = (int((comp & ~summ).sum()), int((~comp & summ).sum()), len(w))
+        both += int((comp & summ).sum())
+    setting = (f"{', '.join(models)}; {sum(n for _, _, n in per.values())} (model, document) pairs; each task at "
+               f"its α for FPR {fpr:g} on the known-unseen calibration half")
+    if all(a + b == 0 for a, b, _ in per.values()):
+        return untestable(setting, f"no document is flagged under one task and not the other (both: {both})",
                           full_command("pearl_wild"))
-    s, lo, hi, p = paired_sign(comp_only, summ_only)
-    return Finding(float(t.both.sum()), None, setting, decide((lo, hi), 0.5),
-                   f"completion only {comp_only}, summarization only {summ_only}, both {int(t.both.sum())}; share "
-                   f"completion-only among discordant {s:.2f} [{lo:.2f}, {hi:.2f}]",
-                   statistic="documents flagged under both tasks; decided on the exact sign test", p_value=p,
-                   our_n=int(t.n.sum()), n_needed=_docs(wilson_n_to_decide(s, 0.5, exact=True), int(t.n.sum()),
-                                                        comp_only + summ_only))
+    tests = {m: paired_sign(a, b, level) for m, (a, b, _) in per.items()}
+    verdicts = [decide((lo, hi), 0.5) for _, lo, hi, _ in tests.values()]
+    verdict = combine(verdicts)
+    needs = [_docs(wilson_n_to_decide(s, 0.5, level, exact=True), per[m][2], per[m][0] + per[m][1])
+             for m, (s, _, _, _) in tests.items() if per[m][0] + per[m][1]]
+    return Finding(float(both), None, setting, verdict,
+                   "; ".join(f"{m}: completion only {per[m][0]}, summarization only {per[m][1]}, share "
+                             f"completion-only among discordant {s:.2f} [{lo:.2f}, {hi:.2f}]"
+                             for m, (s, lo, hi, _) in tests.items()),
+                   statistic="documents flagged under both tasks; decided per model on the exact sign test "
+                   f"({level:.4g} each)", p_value=min(p for *_, p in tests.values()),
+                   our_n=sum(n for _, _, n in per.values()),
+                   n_needed=max((n for n in needs if n), default=None) if verdict == "inconclusive" else None)
 
 
 @rule("pearl_acr_overlap")

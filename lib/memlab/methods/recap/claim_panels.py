@@ -21,7 +21,7 @@ from memlab.errors import ConfigError
 from memlab.methods.recap.agents import agents_label
 from memlab.methods.recap.config import TARGET_GROUPS
 from memlab.metrics.bootstrap import resample_indices
-from memlab.metrics.intervals import expanded_level, n_to_decide, quantile_ci, sign_flip_p
+from memlab.metrics.intervals import expanded_level, n_to_decide, quantile_ci, sign_flip_min_n, sign_flip_p
 from memlab.models.layout import family_of
 from memlab.results import StudyResult
 
@@ -148,9 +148,10 @@ def scores(res, category: str, methods=METHODS, members_only: bool = False, targ
     return None if wide.empty else wide
 
 
-def paired_p(res, category: str, a: str, b: str) -> float:
-    """Sign-flip p of the per-(target, book) differences a − b on ``category``."""
-    w = scores(res, category, (a, b))
+def paired_p(res, category: str, a: str, b: str, members_only: bool) -> float:
+    """Sign-flip p of the per-(target, book) differences a − b on ``category`` (``members_only``: the books the
+    interval it guards reads, :func:`panel`)."""
+    w = scores(res, category, (a, b), members_only)
     seed, B = run_seed(res)
     return sign_flip_p((w[a] - w[b]).to_numpy(float), n_resamples=B, seed=seed)
 
@@ -199,6 +200,12 @@ def copyright_panel(res):
     return dict(zip(METHODS, stats.mean(axis=0))), {m: stats[:, k] for k, m in enumerate(METHODS)}, targets, n
 
 
-def n_if_open(d: float, ci: tuple[float, float], n: int, verdict: str) -> int | None:
-    return n_to_decide(d, ci, n, 0.0) if verdict == "inconclusive" else None
+def n_if_open(d: float, ci: tuple[float, float], n: int, verdict: str, guard_level: float | None = None) -> int | None:
+    """Units an open (inconclusive) test needs (:func:`memlab.metrics.intervals.n_to_decide`); for an interval
+    guarded by the exact sign-flip test at ``guard_level`` (:func:`memlab.comparison.guard`), never fewer than that
+    test needs to reach its level at all (:func:`memlab.metrics.intervals.sign_flip_min_n`)."""
+    if verdict != "inconclusive":
+        return None
+    need = n_to_decide(d, ci, n, 0.0)
+    return max(need, sign_flip_min_n(guard_level)) if need and guard_level is not None else need
 

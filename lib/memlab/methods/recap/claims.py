@@ -32,12 +32,12 @@ def t3_order(res, claim: Claim) -> Finding:
     level = bonferroni_level(3, ALPHA)
     steps = [(a, b, point[a] - point[b], boot_ci(draws[a] - draws[b], level, units_per_target(n, targets)))
              for a, b in (("recap", "dsp_jb"), ("dsp_jb", "dsp"), ("dsp", "prefix"))]
-    ps = [paired_p(res, "copyrighted", a, b) for a, b, *_ in steps]
+    ps = [paired_p(res, "copyrighted", a, b, members_only=True) for a, b, *_ in steps]
     verdicts = [guard(decide(ci), p, level) for (*_, ci), p in zip(steps, ps)]
     seen = " vs ".join(f"{NAMES[m]} {point[m]:.3f}" for m in reversed(METHODS))
     why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
                                   for a, b, d, ci in steps)
-    needs = [n_if_open(d, ci, n, v) for (_, _, d, ci), v in zip(steps, verdicts)]
+    needs = [n_if_open(d, ci, n, v, level) for (_, _, d, ci), v in zip(steps, verdicts)]
     return Finding(point["recap"], boot_ci(draws["recap"], units=units_per_target(n, targets)),
                    setting_text(res, targets, "copyrighted", n),
                    combine(verdicts), why, statistic="RECAP's copyright-category average ROUGE-L (bootstrap mean)",
@@ -68,7 +68,7 @@ def _gain(res, got, a: str, b: str, setting: str, prefix: str = "") -> Finding:
     d, ci = point[a] - point[b], boot_ci(draws[a] - draws[b], level, units)
     fdraws = floor[0][:, 0] - floor[0][:, 1]
     fd, fci = float(fdraws.mean()), boot_ci(fdraws, level, units)
-    p = paired_p(res, "copyrighted", a, b)
+    p = paired_p(res, "copyrighted", a, b, members_only=True)   # the books copyright_panel reads
     v = v_gain = guard(decide(ci), p, level)
     seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (difference {d:+.3f} [{ci[0]:+.3f}, "
             f"{ci[1]:+.3f}]); {NAMES[a]} − its floor ({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} "
@@ -77,7 +77,7 @@ def _gain(res, got, a: str, b: str, setting: str, prefix: str = "") -> Finding:
         v, seen = "inconclusive", seen + ": the gain does not clear what the hints alone score"
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = (draws[a] - draws[b]) / draws[b]
-    needs = [x for x in (n_if_open(d, ci, n, v_gain), n_if_open(fd, fci, n, decide(fci))) if x]   # open tests only
+    needs = [x for x in (n_if_open(d, ci, n, v_gain, level), n_if_open(fd, fci, n, decide(fci))) if x]   # open tests only
     rel_ci = boot_ci(rel, units=units) if np.isfinite(rel).any() else None
     return Finding(d / point[b] if point[b] > 0 else None, rel_ci,
                    setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; decided on the "

@@ -1,0 +1,49 @@
+"""What the PEARL rules say beside their verdicts (issue 49): a size step between unequally trained models is named
+as such, and each task of the task-dependence claim is thresholded on its own scale."""
+
+import pandas as pd
+
+from memlab.comparison import RULES, load_claims, rules_for
+from memlab.config import compose
+from memlab.results import StudyResult
+
+rules_for("pearl_")
+CLAIMS = {c.id: c for c in load_claims()}
+
+
+def _sizes(losses: dict[str, float]) -> StudyResult:
+    rows = [{"size": s, "split": "member", "doc_id": f"m{i}", "sensitivity": 0.5 if i < k else 0.05}
+            for s, k in zip(("s", "m", "l"), (5, 20, 35)) for i in range(40)]
+    by_size = pd.DataFrame([{"split": "member", "size": s, "final_train_loss": v} for s, v in losses.items()])
+    res = StudyResult(tables={"pearl_scores": pd.DataFrame(rows), "flagged_counts_by_size": by_size})
+    res.config = compose("pearl_sizes", ["logger=null"])
+    return res
+
+
+def test_a_size_step_to_a_worse_trained_model_is_named():
+    claim = CLAIMS["pearl_sizes_grow_with_size"]
+    worse = RULES[claim.id](_sizes({"s": 1.2, "m": 0.32, "l": 0.47}), claim)
+    assert "unequal training: l ended at training loss 0.470 above m's 0.320" in worse.reason
+    better = RULES[claim.id](_sizes({"s": 1.2, "m": 0.32, "l": 0.25}), claim)
+    assert "unequal training" not in better.reason
+
+
+def test_each_task_is_judged_at_its_own_calibrated_threshold():
+    """Summarization scores 10× completion's scale: with completion's α for both tasks every document would be
+    flagged under summarization; at each task's own α the completion-only documents are the majority."""
+    rows, cal = [], []
+    for task, scale in (("completion", 1.0), ("summarization", 10.0)):
+        cal.append({"model": "a", "task_kind": task, "domain": "text", "score": "sensitivity", "target_fpr": 0.1,
+                    "alpha": 0.1 * scale})
+        for i in range(60):
+            on = i < 40 if task == "completion" else i < 5
+            rows.append({"model": "a", "task_kind": task, "domain": "text", "source": "s", "doc_id": f"d{i}",
+                         "half": "member", "sensitivity": (0.2 if on else 0.05) * scale})
+    t = pd.DataFrame([{"model": "a", "source": "s", "alpha": 0.14, "completion": 40, "summarization": 5, "both": 5,
+                       "n": 60}])
+    res = StudyResult(tables={"pearl_scores": pd.DataFrame(rows), "alpha_calibrated_per_domain": pd.DataFrame(cal),
+                              "completion_vs_summarization": t})
+    res.config = compose("pearl_wild", ["logger=null"])
+    f = RULES["pearl_wild_task_dependence"](res, CLAIMS["pearl_wild_task_dependence"])
+    assert f.verdict == "reproduced", f.reason
+    assert "completion only 35, summarization only 0" in f.reason and f.our_value == 5
