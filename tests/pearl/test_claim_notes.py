@@ -47,3 +47,18 @@ def test_each_task_is_judged_at_its_own_calibrated_threshold():
     f = RULES["pearl_wild_task_dependence"](res, CLAIMS["pearl_wild_task_dependence"])
     assert f.verdict == "reproduced", f.reason
     assert "completion only 35, summarization only 0" in f.reason and f.our_value == 5
+
+
+def test_members_grow_is_contradicted_when_non_members_rise_too():
+    """Members rise and beat non-members at the last epoch, but the non-members' share rises significantly as well:
+    the claim's "non-members stay stable" fails."""
+    rows = []
+    for split, (first, last) in (("member", (0, 90)), ("nonmember", (0, 40))):
+        for e, k in ((0, first), (10, last)):
+            rows += [{"kind": "bitflip", "epoch": e, "split": split, "doc_id": f"{split}{i}",
+                      "sensitivity": 0.5 if i < k else 0.05, "half": "evaluation"} for i in range(100)]
+    res = StudyResult(tables={"pearl_scores": pd.DataFrame(rows)})
+    res.config = compose("pearl_epochs", ["logger=null"])
+    f = RULES["pearl_epochs_members_grow"](res, CLAIMS["pearl_epochs_members_grow"])
+    assert f.verdict == "contradicted", f.reason
+    assert "non-members 0/100 → 40/100" in f.reason

@@ -75,24 +75,31 @@ def members_vs_nonmembers(res, c: Claim) -> Finding:
 @rule("pearl_epochs_members_grow")
 def members_grow(res, c: Claim) -> Finding:
     """Hypothesis: from the first to the last epoch (bit flips, the run's threshold) more members become flagged
-    than stop being flagged (exact sign test on the same members), and at the last epoch members are flagged more
-    often than non-members (MOVER interval of the difference above 0). Two tests, each at 97.5 %: reproduced iff
-    both hold, contradicted iff either interval lies on the other side. Our value: the rise in the members' flagged
-    share."""
+    than stop being flagged (exact sign test on the same members), at the last epoch members are flagged more often
+    than non-members (MOVER interval of the difference above 0), and non-members stay stable (exact sign test on the
+    same non-members: no significant rise). Three tests, each at a Bonferroni 98.3 %: reproduced iff the first two
+    hold and the non-members do not rise significantly; contradicted iff the members' interval lies below, the
+    member − non-member interval lies below, or the non-members' rise is significant (lies above 0). Our value: the
+    rise in the members' flagged share."""
     score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     df = df[df.kind == "bitflip"]
     first, last = df.epoch.min(), df.epoch.max()
     wide = df.pivot_table(index=["doc_id", "split"], columns="epoch", values=score).reset_index()
     mem, non = wide[wide.split == "member"], wide[wide.split == "nonmember"]
-    level = bonferroni_level(2, ALPHA)
+    level = bonferroni_level(3, ALPHA)
     rise, ci, p, v1, need = _paired_rise((mem[first] > alpha).to_numpy(), (mem[last] > alpha).to_numpy(), level)
     km, kn = int((mem[last] > alpha).sum()), int((non[last] > alpha).sum())
     est, lo, hi = mover_contrast(km, len(mem), kn, len(non), level=level)
-    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members", combine([v1, decide((lo, hi))]),
+    n_rise, n_ci, _, n_v, _ = _paired_rise((non[first] > alpha).to_numpy(), (non[last] > alpha).to_numpy(), level)
+    v3 = "contradicted" if n_v == "reproduced" else "reproduced"   # a significant rise of non-members breaks "stable"
+    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members",
+                   combine([v1, decide((lo, hi)), v3]),
                    f"members flagged {float((mem[first] > alpha).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
-                   f"non-members at the last epoch {kn}/{len(non)}; member − non-member {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
-                   statistic="change in the share of members flagged, first → last epoch (exact, 97.5 %)",
+                   f"non-members {int((non[first] > alpha).sum())}/{len(non)} → {kn}/{len(non)} (change "
+                   f"{n_rise:+.2f} [{n_ci[0]:+.2f}, {n_ci[1]:+.2f}]); member − non-member at the last epoch {est:+.2f} "
+                   f"[{lo:+.2f}, {hi:+.2f}]",
+                   statistic="change in the share of members flagged, first → last epoch (exact, 98.3 %)",
                    p_value=p, our_n=len(mem), n_needed=need, more_data=_bigger_family(res, c))
 
 
