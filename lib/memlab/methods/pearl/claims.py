@@ -159,7 +159,9 @@ def low_fpr(res, c: Claim) -> Finding:
     ci = wilson(k, n)
     v = decide(ci, c.threshold, "below")
     return Finding(k / n if n else None, ci, f"{TINY}, one checkpoint, bit flips", v,
-                   f"{k} of {n} non-members flagged (both halves: α is the paper's, not fitted here)",
+                   f"{k} of {n} non-members flagged (both halves: α is the paper's, not fitted here); the paper's own "
+                   f"{c.value:g} would need n ≥ {wilson_n_to_decide(c.value, c.threshold)} to lie below "
+                   f"{c.threshold:g} (the non-members are pearl_epochs' too: the two claims share their scores)",
                    statistic=f"false positive rate at {score} > {alpha:g} (Wilson 95 %)", our_n=n,
                    n_needed=wilson_n_to_decide(k / n, c.threshold) if v == "inconclusive" and n else None,
                    more_data=_bigger_family(res, c))
