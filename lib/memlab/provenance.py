@@ -116,7 +116,8 @@ def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
     """Each model the run used: the pipeline's own models by their content hash as ``dvc.lock`` records it; in a run
     with models under test (``models``, memlab.model_use) those models replace the experiment's pretrained defaults —
     each by name: its dvc.lock hash when it is a pipeline model, else ``sha256:<12 hex>`` of its weight files (a
-    GGUF file or HF folder given by path), or ``served <model id> at <url>`` — beside the zoo checkpoints it requires."""
+    GGUF file or HF folder given by path), or ``served <model id> at <url> (<what the server reports>)`` (see
+    :func:`_served_identity`) — beside the zoo checkpoints it requires."""
     import yaml
 
     from memlab.model_use import required_models, target_nodes
@@ -141,7 +142,7 @@ def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
 
 def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
     if node.get("backend") == "openai":
-        return f"served {node.get('model_id')} at {node.get('base_url')}"
+        return _served_identity(node)
     path = Path(str(node["path"]))
     rel = portable(str(path), root).rstrip("/")
     if rel in outs:
@@ -154,15 +155,60 @@ def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
     return "sha256:" + weights_revision(folder, gguf)
 
 
+def _served_identity(node: Mapping) -> str:
+    """A served model as its server reports it when run.json is written: ``served <model id> at <url>``, then the
+    user's revision and what the server names (the model id it lists, the file it serves and that file's sha256 when
+    readable here, llama-server's size/parameters, vLLM's root), or that it names no weights; only the first part
+    when the server does not answer."""
+    import os
+
+    from memlab.backends.identity import names_weights, served_identity
+
+    head = f"served {node.get('model_id')} at {node.get('base_url')}"
+    key = os.environ.get(str(node["api_key_env"])) if node.get("api_key_env") else None
+    try:
+        ident = served_identity(str(node.get("base_url")), str(node.get("model_id")), 5.0, key)
+    except Exception:  # noqa: BLE001 (provenance must never fail a finished run)
+        ident = {}
+    served, server = ident.get("served") or {}, ident.get("server") or {}
+    parts = [f"revision {node['revision']}"] if node.get("revision") else []
+    if served.get("id") is not None:
+        parts.append(f"server lists {served['id']}")
+    for label, value in (("root", served.get("root")), ("file", server.get("model_path")),
+                         ("file sha256", served.get("file_sha256") or server.get("model_sha256"))):
+        if value:
+            parts.append(f"{label} {value}")
+    meta = served.get("meta")
+    if isinstance(meta, Mapping):
+        parts.append("meta " + json.dumps(dict(meta), sort_keys=True))
+    if (served or server) and not names_weights(ident):
+        parts.append("the server names no weights")
+    return f"{head} ({'; '.join(parts)})" if parts else head
+
+
+def _served_names(cfg: Mapping) -> list[str]:
+    """Names of the served (``backend: openai``) models a run tests."""
+    if cfg.get("models") is None:
+        return []
+    from memlab.model_use import target_nodes
+
+    return [str(n["name"]) for n in target_nodes(cfg) if n.get("backend") == "openai"]
+
+
 def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> dict:
     """``run.json``: when the run started and how long it took, and its provenance (module docstring)."""
     root = str(cfg["paths"]["root"])
     profile = numerics.load_profile(cfg["numerics"]["name"])
+    threads, dtypes, described = dict(required_threads(cfg)), required_dtypes(cfg), numerics.describe(profile)
+    served = _served_names(cfg)
+    for name in served:   # a server computes in its own dtype (Q4_1, ...) on its own threads: it doesn't say
+        threads[name] = dtypes[name] = "unknown (served)"
+    if served:            # nor on which kernels: never claim machine independence for a served model's numbers
+        described["machine_independent"] = "unknown (served models)"
     info = {"started": datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.time() - t0, 1), "key": cfg["run"]["key"], "seed": cfg.get("seed"),
             **checkout_state(root), "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
-            "numerics": {**numerics.describe(profile), "threads": required_threads(cfg),
-                         "dtypes": required_dtypes(cfg)},
+            "numerics": {**described, "threads": threads, "dtypes": dtypes},
             "packages": package_versions(), "debian": debian_versions(), "models": model_hashes(cfg, root)}
     (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info

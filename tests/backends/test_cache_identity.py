@@ -15,13 +15,17 @@ from tests.backends.scripted import ScriptedServer, completion
 
 class _ModelServer(ScriptedServer):
     """An OpenAI-compatible server on 127.0.0.1: ``models`` is its /v1/models list (mutable: a restart on another
-    model); each completion answers with ``answer(server, body)``; ``posts`` lists the completions asked for and
-    ``auth`` the Authorization header of each model-list request."""
+    model), answered to every GET (/v1/models, /props); each completion answers with ``answer(server, body)``;
+    ``posts`` lists the completions asked for and ``auth`` the Authorization header of each GET."""
 
     def __init__(self, models: list[dict], answer=lambda server, body: body["model"]):
         self.models, self.auth = models, []
         super().__init__(lambda body: (200, completion(answer(self, body), body["model"])), get=self._model_list)
-        self.posts = self.requests
+
+    @property
+    def posts(self) -> list[dict]:
+        """The completions asked for (not the identity's tokenizer probe, which this server can't answer)."""
+        return [b for b in self.requests if "max_tokens" in b]
 
     def _model_list(self, headers):
         self.auth.append(headers.get("Authorization"))
@@ -111,10 +115,10 @@ def test_old_cache_rows_are_refused_in_one_line(tmp_path, capsys):
     con.close()
     server = _ModelServer([{"id": "m"}])
     try:
-        _texts(_cfg(server.url, "m"), str(path))
+        _texts({**_cfg(server.url, "m"), "revision": "r1"}, str(path))  # r1: no warning of unnamed weights
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "not reused" in err[0] and str(path) in err[0], err
-        _texts(_cfg(server.url, "m"), str(path))
+        _texts({**_cfg(server.url, "m"), "revision": "r1"}, str(path))
         assert capsys.readouterr().err.strip() == ""  # said once: the cache is marked as the new version
     finally:
         server.close()
@@ -131,6 +135,7 @@ def test_hosted_api_is_asked_for_its_models_with_the_key(tmp_path, monkeypatch):
     server = _ModelServer([{"id": "m", "owned_by": "org"}])
     try:
         _texts({**_cfg(server.url, "m"), "api_key_env": "MEMLAB_TEST_KEY"}, str(tmp_path / "c.sqlite"))
-        assert server.auth == ["Bearer sk-test"]  # asked once per backend, with the key
+        # asked once per backend (/v1/models, then /props), with the key
+        assert server.auth == ["Bearer sk-test"] * 2
     finally:
         server.close()

@@ -1,8 +1,10 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
-Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight dtype),
-for a served model its identity (backend kind, normalized base_url and the server's own description of the model,
-see identity.py), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
+Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight dtype
+and KV cache) together with the numeric profile the process computes under (``numerics.active()``: ``pinned``,
+``native``, ...; so a native run's answers are never reused by a pinned run, nor the reverse), for a served model
+its identity (backend kind, normalized base_url, the server's own description of the model and what it reports
+about how it computes, see identity.py; the server's numeric profile is its own and not in the key), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
 numerics, served identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate
 Min-K%++ statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
 base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
@@ -49,6 +51,9 @@ class CachedBackend(Backend):
         self.has_chat_template = inner.has_chat_template
         self.usage = inner.usage  # real calls only: cache hits cost nothing
         self.hits = self.misses = 0
+        from memlab import numerics
+
+        self.numerics_profile = numerics.active()  # the process's profile (pinned at import), for the HF keys
         self.path = Path(path)
         if self.path.is_dir():
             raise MemlabError(f"cache.path {self.path} is a directory, not a cache file; point cache.path at a file "
@@ -120,6 +125,8 @@ class CachedBackend(Backend):
         identity = getattr(self.inner, "cache_identity", None)
         if callable(identity):  # served models: never shared across servers or the models they load
             out["served"] = identity()
+        elif self.numerics:  # computed here (HF): the numeric profile decides the kernels, so the bits
+            out["numerics_profile"] = self.numerics_profile
         return out
 
     def _get_many(self, keys: Sequence[str]) -> dict[str, str]:
@@ -239,20 +246,23 @@ def _open(path: Path) -> sqlite3.Connection:
     return db
 
 
-KEY_VERSION = "2"  # 2: served models keyed by their identity (issue 33); 1 (no meta row): by model_id alone
+# 3: HF keys hold the numeric profile, served keys what the server reports about how it computes (issue 50);
+# 2: served models keyed by their identity (issue 33); 1 (no meta row): by model_id alone
+KEY_VERSION = "3"
 
 
 def _mark_key_version(db: sqlite3.Connection, path: Path) -> None:
-    """A cache written before key version 2 keyed served models' answers by the preset's model_id alone: those
-    rows are never reused (their keys can't be rebuilt from a hash); HF rows keep their keys and stay valid."""
+    """A cache written before key version 2 keyed served models' answers by the preset's model_id alone, one
+    before version 3 HF answers without the numeric profile and served answers without the server's settings:
+    those rows are never reused (their keys can't be rebuilt from a hash). Said once, then the file is marked."""
     db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
     row = db.execute("SELECT value FROM meta WHERE name = 'key_version'").fetchone()
-    if row is None:
+    if row is None or row[0] != KEY_VERSION:
         (n_rows,) = db.execute("SELECT COUNT(*) FROM responses").fetchone()
         if n_rows:
-            print(f"memlab: note: response cache {path} predates served-model identities in its keys: answers "
-                  "cached from API servers there are not reused (HF answers are); delete the file to reclaim the "
-                  "space", file=sys.stderr)
+            print(f"memlab: note: response cache {path} predates key version {KEY_VERSION} (numeric profile and "
+                  "served-model identities in its keys): answers cached there before are not reused; delete the "
+                  "file to reclaim the space", file=sys.stderr)
         db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('key_version', ?)", (KEY_VERSION,))
 
 

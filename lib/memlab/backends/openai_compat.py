@@ -69,7 +69,7 @@ from tqdm.auto import tqdm
 from memlab.backends.base import Sample, TokenScores, Usage
 from memlab.backends.jobs import (OnDone, PerSampleBackend, SampleJob, SampleResult, api_seed, run_each,
                                   truncate_at_stop)
-from memlab.backends.identity import served_identity
+from memlab.backends.identity import names_weights, served_identity
 from memlab.backends.openai_config import OpenAIConfig, openai_config, scoring_mode
 from memlab.backends.openai_wire import (_TOKEN_ID, _BadAnswer, _answer, _first_line, _logprob_value, _retry_after,
                                         topk_renormalized_stats)
@@ -80,6 +80,20 @@ from memlab.progress import Progress
 _RETRY_STATUS = {408, 409, 429}
 _MIA_UNAVAILABLE = "loss, zlib, Min-K% and Min-K%++ are unavailable for it"
 _SCORE_FIX = "use an hf backend or a server with echo+logprobs (llama-cpp-python, vLLM)"
+
+
+_WARNED_UNNAMED: set[tuple[str, str]] = set()
+
+
+def _warn_unnamed_weights(base_url: str, model_name: str, label: str) -> None:
+    """Once per (server, model) and process: the cache can't tell this model from another under its name."""
+    if (base_url, model_name) in _WARNED_UNNAMED:
+        return
+    _WARNED_UNNAMED.add((base_url, model_name))
+    print(f"memlab: warning: the server at {base_url} does not say which weights serve {model_name!r} (model "
+          f"{label}), so answers cached for it may come from another model served under that name (e.g. a "
+          "llama.cpp server restarted on another GGUF); set model.revision to name the weights (the GGUF's sha256, "
+          "a dated snapshot) to key the cache by them", file=sys.stderr)
 
 
 class ScoringUnavailable(ConfigError, NotImplementedError):
@@ -104,6 +118,7 @@ class OpenAICompatBackend(PerSampleBackend):
         self.base_url, self.model_name, self.chat = cfg.base_url, cfg.model_id, cfg.chat
         self.model_id = str(cfg.name or cfg.model_id)
         self.revision = str(cfg.revision or cfg.model_id)
+        self.user_revision = cfg.revision  # the user's name for the weights (null: the server must name them)
         self.concurrency, self.max_retries, self.timeout = cfg.concurrency, cfg.max_retries, cfg.timeout
         self.backoff_base, self.backoff_max = cfg.backoff_base, cfg.backoff_max
         self.price_in, self.price_out = cfg.price_in_per_mtok, cfg.price_out_per_mtok
@@ -124,10 +139,14 @@ class OpenAICompatBackend(PerSampleBackend):
         self._identity: dict | None = None
 
     def cache_identity(self) -> dict:
-        """What the response cache keys this model's answers by (backends/identity.py), asked once."""
+        """What the response cache keys this model's answers by (backends/identity.py), asked once. When the
+        server names no weights (identity.names_weights) and ``model.revision`` is not set, nothing in the key
+        tells another model served under the same name apart: one warning per server and model says so."""
         if self._identity is None:
             key = self.client.api_key if self.client.api_key != "EMPTY" else None  # hosted APIs list models to keys
             self._identity = served_identity(self.base_url, self.model_name, self.timeout, key)
+            if not self.user_revision and not names_weights(self._identity):
+                _warn_unnamed_weights(self._identity["base_url"], self.model_name, self.model_id)
         return self._identity
 
     @classmethod

@@ -7,7 +7,10 @@ meaning:
 
 - ``base_url``: the server's OpenAI-compatible root (``.../v1``); ``model_id``: the provider's model string (what
   the server serves); ``name``: the label in results (null = ``model_id``); ``revision``: what the response cache
-  keys the weights by (null = ``model_id``; set a dated snapshot to pin them).
+  keys the weights by (null = ``model_id``; set a dated snapshot, or the served GGUF's sha256, to pin them). It
+  is part of every cache key beside what the server reports (backends/identity.py); left null while the server
+  names no weights (llama-cpp-python under ``--model_alias``), the run warns once that cached answers may come
+  from another model served under the same name.
 - ``api_key_env``: the NAME of the environment variable holding the key (null for local servers).
 - ``chat``: true = the endpoint only speaks chat (a plain prompt is sent as one user message, token ids are
   refused); false = plain prompts and token ids go to ``/v1/completions``.
