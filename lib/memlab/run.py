@@ -24,7 +24,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from memlab import numerics
+from memlab import numerics, preflight
 from memlab.config import CONF_DIR, check_experiment, compose
 from memlab.errors import ConfigError, MemlabError
 from memlab.known_keys import check_overrides
@@ -310,6 +310,7 @@ def _main(cfg: DictConfig) -> None:
         overrides = list(HydraConfig.get().overrides.task)
         key = run_key(overrides)
         check_model_override(cfg, overrides)  # a model choice is the model under test, or refused (memlab.model_use)
+        preflight.check_run(cfg)  # devices, model files, served URLs: one line before any model loads (issue 50)
         execute(cfg, key, overrides=overrides)
     except MemlabError as err:
         print(f"memlab: error: {err}", file=sys.stderr)
@@ -321,6 +322,25 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    """The runner's entry point; Ctrl-C anywhere (composing, between a sweep's jobs, inside nbclient's event loop)
+    is one line and exit status 130, with none of the interrupted libraries' shutdown noise after it."""
+    try:
+        _entry()
+        return
+    except KeyboardInterrupt:
+        print("memlab: interrupted (Ctrl-C); a run's partial folder is kept (the same command resumes it) and "
+              "previous results are untouched", file=sys.stderr)
+        code = 130
+    except SystemExit as err:
+        if err.code != 130:  # per_run_key already said which run was interrupted, in one line
+            raise
+        code = 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter shutdown: an interrupted event loop's "Task was destroyed" lines never print
+
+
+def _entry() -> None:
     import warnings
 
     from memlab.config import normalize_overrides, repo_root
@@ -372,17 +392,17 @@ def _precheck(argv: list[str]) -> None:
             print(f"memlab: error: malformed override '{arg}': {str(err).splitlines()[0]} "
                   "(syntax: key=value, sweeps key=a,b; quote values with special characters)", file=sys.stderr)
             sys.exit(2)
-    groups = {p.name for p in CONF_DIR.iterdir() if p.is_dir()}
     for arg in argv:
-        if "=" not in arg or arg.startswith(("-", "hydra.", "+", "~")):
+        if "=" not in arg or arg.startswith(("-", "hydra.", "~")):
             continue
-        key, value = arg.split("=", 1)
-        if key in groups and key not in ("hydra",):
-            options = sorted(p.stem for p in (CONF_DIR / key).glob("*.yaml"))
-            for v in value.split(","):
-                if v and v != "null" and v not in options:
-                    print(f"memlab: error: unknown {key} '{v}'; known: {', '.join(options)}", file=sys.stderr)
-                    sys.exit(2)
+        key, value = arg.lstrip("+").split("=", 1)
+        options = _group_options(key.split("@", 1)[0])
+        if options is None:
+            continue
+        for v in value.split(","):
+            if v and v != "null" and v not in options:
+                print(f"memlab: error: unknown {key} '{v}'; known: {', '.join(options)}", file=sys.stderr)
+                sys.exit(2)
     _check_launcher(argv)
     if not any(a.split("=", 1)[0] == "experiment" for a in argv) and \
             not {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i"} & set(argv):
@@ -391,6 +411,29 @@ def _precheck(argv: list[str]) -> None:
         print("memlab: error: no experiment given: pass experiment=<name>; known: " + ", ".join(experiment_names()),
               file=sys.stderr)
         sys.exit(2)
+
+
+def _group_options(key: str) -> list[str] | None:
+    """The options of config group ``key`` (conf/<key>/*.yaml; hydra/launcher: also the installed launcher
+    plugins' own), or None when ``key`` is no group this runner checks (Hydra's other groups, plain keys)."""
+    import importlib.util
+
+    if not key or key == "hydra" or ".." in key or not (CONF_DIR / key).is_dir():
+        return None
+    if key.startswith("hydra/") and key != "hydra/launcher":
+        return None
+    options = {p.stem for p in (CONF_DIR / key).glob("*.yaml")}
+    if key == "hydra/launcher":
+        options.add("basic")
+        plugins = {"hydra_plugins.hydra_ray_launcher": ("ray", "ray_aws"),
+                   "hydra_plugins.hydra_submitit_launcher": ("submitit_local", "submitit_slurm")}
+        for module, names in plugins.items():
+            try:
+                if importlib.util.find_spec(module) is not None:
+                    options.update(names)
+            except (ImportError, ValueError):
+                pass
+    return sorted(options)
 
 
 def _check_launcher(argv: list[str]) -> None:

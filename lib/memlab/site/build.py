@@ -11,7 +11,7 @@ from pathlib import Path
 
 from memlab.errors import MemlabError, one_line_errors
 from memlab.site import deviations, sweep_pages
-from memlab.site.data import COPIED, Checkout, Run, experiments, git_state, paper_titles, read_run
+from memlab.site.data import COPIED, Checkout, Run, experiments, git_state, paper_titles, read_lock, read_run
 from memlab.site.markup import csv_page, e, href
 from memlab.site.pages import config_page, csv_rows_html, environment_section, experiment_section, index_page, run_page
 
@@ -80,6 +80,7 @@ def build(results: Path, out: Path, root: Path | None = None) -> tuple[Path, Pat
     results, out = Path(results), Path(out)
     if out.resolve() in (results.resolve(), root.resolve()) or out.resolve() in results.resolve().parents:
         raise MemlabError(f"--out {out} would replace {results}; pick a folder of its own (default results/report)")
+    read_lock(root)  # a corrupt dvc.lock is one line before anything is written
     checkout = git_state(root)
     work = out.with_name(f".{out.name}.partial")
     shutil.rmtree(work, ignore_errors=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memlab.errors import MemlabError
 from memlab.site.markup import VERDICT_CLASS
 
 # the file kinds a run folder contributes to the site: figures, tables, metrics, its config and the notebook's HTML
@@ -223,14 +224,31 @@ def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=60).stdout
 
 
-def dvc_hashes(root: Path) -> list[tuple[str, str, str]]:
-    """(stage, path, md5) of every ``outs`` entry of dvc.lock under data/corpora and models/."""
-    lock = root / "dvc.lock"
-    if not lock.exists():
-        return []
+def read_lock(root: Path) -> dict:
+    """``dvc.lock`` of ``root`` parsed ({} when there is none); a corrupt one (cut, not YAML, not a mapping of stages)
+    is one MemlabError line naming it and how to get a whole one back."""
     import yaml
 
-    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
+    lock = Path(root) / "dvc.lock"
+    if not lock.exists():
+        return {}
+    fix = ("restore it (`git checkout -- dvc.lock`) or rewrite it with `make reproduce`")
+    try:
+        data = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        why = getattr(err, "problem", None) or type(err).__name__
+        raise MemlabError(f"{lock} is not valid YAML ({why}{where}): it is cut or corrupt; {fix}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("stages", {}), dict) or \
+            not all(isinstance(b, dict) for b in data.get("stages", {}).values()):
+        raise MemlabError(f"{lock} is not a DVC lock file (no mapping of stages); {fix}")
+    return data
+
+
+def dvc_hashes(root: Path) -> list[tuple[str, str, str]]:
+    """(stage, path, md5) of every ``outs`` entry of dvc.lock under data/corpora and models/."""
+    stages = read_lock(root).get("stages", {})
     out = []
     for stage, body in stages.items():
         for o in body.get("outs", []) or []:
