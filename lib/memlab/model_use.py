@@ -267,3 +267,42 @@ def named(cfg: Mapping, keys) -> list[tuple[str, str]]:
 
     walk({"params": cfg.get("params"), "method": cfg.get("method"), "models": cfg.get("models")}, None)
     return out
+
+
+def required_model_setting(cfg: Mapping, key: str, fallback):
+    """One setting (``key``, e.g. ``threads`` or ``dtype``) of each model a run reads (derived from its config:
+    :func:`required_models`), by model name: a model converted into ``models/<name>`` takes it from
+    ``conf/model/<name>.yaml``; zoo checkpoints (``models/tiny-neox/<family>``) from the run's model template
+    (``model.<key>``); ``fallback`` where the config leaves it empty. A run with a ``models`` list (the models under
+    test, memlab.model_use) takes those models' settings from their nodes instead of their presets."""
+    out: dict = {}
+    template = (cfg.get("model") or {}).get(key) or fallback
+    tested = cfg.get("models") is not None and cfg.get("paths") is not None
+    if tested:  # the models under test, as this run chose them (memlab.model_use), then the zoo beside them
+        out.update({n["name"]: n.get(key) or fallback for n in target_nodes(cfg)})
+    for path in required_models(cfg):
+        parts = str(path).rstrip("/").split("/")
+        if len(parts) >= 3 and parts[1] == "tiny-neox":
+            out[parts[2]] = template
+        elif tested:
+            continue
+        elif (CONF_DIR / "model" / f"{parts[-1]}.yaml").exists():
+            out[parts[-1]] = preset_setting(cfg, parts[-1], key) or fallback
+    return out
+
+
+def preset_setting(cfg: Mapping, name: str, key: str):
+    """``key`` of the model preset ``conf/model/<name>.yaml``, resolved against the run's ``paths`` and
+    ``numerics`` (a preset's dtype follows the numeric path: ``${numerics.pretrained_dtype}``)."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")
+    scope = OmegaConf.create({"paths": to_plain(cfg.get("paths") or {}), "numerics": to_plain(cfg.get("numerics") or {}),
+                              "model": node})
+    return OmegaConf.select(scope, f"model.{key}", throw_on_missing=False)
+
+
+def required_threads(cfg: Mapping) -> dict[str, int]:
+    """Torch threads of each model a run reads (:func:`required_model_setting`). ``make reproduce`` packs
+    stages onto cores by the largest of these, and ``run.json`` records them."""
+    return {name: int(n) for name, n in required_model_setting(cfg, "threads", 1).items()}

@@ -28,9 +28,9 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from memlab.config import CONF_DIR, experiment_names, repo_root, required_threads
+from memlab.config import CONF_DIR, experiment_names, repo_root
 from memlab.errors import ConfigError, one_line_errors
-from memlab.model_use import MODEL_KEYS, named, preset_names, required_models
+from memlab.model_use import MODEL_KEYS, named, preset_names, required_models, required_threads
 from memlab.models.zoo import load_family
 
 # what every experiment runs through; everything else an experiment uses is found from its study module (`study`),
@@ -46,7 +46,7 @@ ZOO_JOBS = 1
 # Every stage says how many cores it keeps busy (`meta.cores`, which DVC ignores): `make reproduce` runs stages
 # side by side while their cores fit the machine (memlab.reproduce). Corpora and conversions are one process on
 # one core; a zoo family trains min(ZOO_JOBS, its sizes) processes; an experiment uses as many torch threads as
-# the largest `threads` among the models it reads (memlab.config.required_threads). `meta.after` (from an
+# the largest `threads` among the models it reads (memlab.model_use.required_threads). `meta.after` (from an
 # experiment's `requires.after`) orders an experiment after others whose cached model responses it reuses —
 # for `make reproduce` only: it is no DVC dependency (neither run reads the other's outputs). `meta.minutes`
 # (`requires.minutes`: the run's one-core wall minutes, measured; a zoo family's `minutes`: its build's) lets the

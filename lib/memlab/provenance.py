@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from memlab import numerics
-from memlab.config import required_model_setting, required_threads
+from memlab.model_use import required_model_setting, required_threads
 
 PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "scipy", "scikit-learn", "pandas", "papermill",
             "hydra-core", "omegaconf", "datasets", "infini-gram", "pydivsufsort", "numba", "rouge-score", "dvc")
@@ -67,7 +67,7 @@ def settle_notebook(nb_path: Path, root: str) -> None:
 
 
 def required_dtypes(cfg: Mapping) -> dict[str, str]:
-    """Weight dtype each model a run requires loads (:func:`memlab.config.required_model_setting`), with
+    """Weight dtype each model a run requires loads (:func:`memlab.model_use.required_model_setting`), with
     ``bfloat16_if_fast`` resolved on this machine (bfloat16 or float32): ``run.json`` records it."""
     out = {name: str(d) for name, d in required_model_setting(cfg, "dtype", "float32").items()}
     if any(d == BF16_IF_FAST for d in out.values()):

@@ -11,7 +11,6 @@ how long it took). The run key is built from every command-line override except 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from memlab import numerics, preflight
 from memlab.config import CONF_DIR, check_experiment, compose
 from memlab.errors import ConfigError, MemlabError
+from memlab.keys import NON_RESULT_KEYS, run_key  # noqa: F401 (re-export)
 from memlab.known_keys import check_overrides
 from memlab.model_use import check_model_override
 from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
@@ -36,29 +36,6 @@ from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "WANDB_MODE": "offline", "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
-
-
-# overrides that don't change results (where things go, how they're logged/cached) stay out of the run key
-NON_RESULT_KEYS = ("experiment", "logger", "cache", "paths", "hydra")
-
-
-def run_key(overrides: list[str] | str) -> str:
-    """A filesystem-safe folder name from the command-line overrides ('default' when none).
-
-    Every override that can change a result is in it (sorted), so the runs of a sweep never collide;
-    ``params.`` is dropped from keys; a key longer than 160 characters is shortened to a prefix plus a hash of the whole key.
-    """
-    if isinstance(overrides, str):
-        overrides = [o for o in overrides.split(",") if o]
-    kept = sorted(o for o in overrides
-                  if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] not in NON_RESULT_KEYS)
-    if not kept:
-        return "default"
-    key = ",".join(o.removeprefix("params.") for o in kept)  # params.* is most of a sweep: keep keys short
-    key = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", key)
-    if len(key) > 160:
-        key = f"{key[:140]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-    return key
 
 
 @per_run_key  # a second run of the same experiment and key refuses in one line (run_lock.py)

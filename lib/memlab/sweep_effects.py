@@ -16,11 +16,10 @@ from pathlib import Path
 def idle_keys(results: Path, experiment: str, overrides: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
     """Swept key → {table file name → (rows that differ, rows)} for every swept key that changed no byte of
     ``metrics.json`` across its points ({} as the tables when no table differs either)."""
-    from memlab.run import run_key
-    from memlab.sweeps import _experiment_of, expand
+    from memlab.keys import expand, experiment_of, run_key
 
     swept, points = expand(overrides)
-    points = [p for p in points if _experiment_of(p) in (None, experiment)]
+    points = [p for p in points if experiment_of(p) in (None, experiment)]
     folders = {tuple(p): results / experiment / run_key(p) for p in points}
     out = {}
     for key in (k for k in swept if k != "experiment"):

@@ -1,6 +1,6 @@
 """Sweeps as results: after ``python -m memlab.run -m experiment=<e> a=1,2,3 …``, one summary of every point.
 
-Each point of a sweep is its own run folder (``results/<e>/<run-key>/``, :func:`memlab.run.run_key`). This module
+Each point of a sweep is its own run folder (``results/<e>/<run-key>/``, :func:`memlab.keys.run_key`). This module
 expands the command line's overrides the way Hydra's basic sweeper does, finds every point's folder and writes
 ``results/<e>/sweeps/<sweep-id>/``:
 
@@ -26,26 +26,14 @@ import sys
 from pathlib import Path
 
 from memlab.errors import MemlabError
+from memlab.keys import NON_RESULT_KEYS, experiment_of as _experiment_of, expand, run_key  # noqa: F401 (re-export)
 
 MAX_PANELS = 6  # panels of the sweep figure (varying claims first, then varying metrics): more would not be read
-
-
-def expand(overrides: list[str]) -> tuple[dict[str, list[str]], list[list[str]]]:
-    """(swept key → its values, every point's overrides) — the points in Hydra's basic-sweeper order."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
-    swept = {o.key_or_group: list(o.sweep_string_iterator()) for o in parsed if o.is_sweep_override()}
-    points = [p for batch in BasicSweeper.split_arguments(parsed, None) for p in batch]
-    return swept, points
 
 
 def sweep_id(overrides: list[str]) -> str:
     """A folder name for the sweep from the overrides that can change a result (as the run key keeps them: no
     experiment, paths, logger, cache or hydra), shortened with a hash when long."""
-    from memlab.run import NON_RESULT_KEYS
-
     kept = sorted(o for o in overrides
                   if not o.startswith("-") and o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
                   not in NON_RESULT_KEYS)
@@ -78,7 +66,6 @@ def summarize(results: Path, experiment: str, overrides: list[str], idle: list[s
     the lines naming swept keys that changed no metric (:mod:`memlab.sweep_effects`), kept in sweep.json."""
     import pandas as pd
 
-    from memlab.run import run_key
 
     swept, points = expand(overrides)
     rows = []
@@ -125,10 +112,6 @@ def log_wandb(logger: dict, experiment: str, folder: Path) -> None:
         run.summary.update({"points": meta["points"], "missing": meta["missing"]})
     finally:
         run.finish()
-
-
-def _experiment_of(point: list[str]) -> str | None:
-    return next((o.split("=", 1)[1] for o in point if o.startswith("experiment=")), None)
 
 
 def _series(table, keys: list[str], ys: list[str]):

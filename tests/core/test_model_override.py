@@ -73,7 +73,7 @@ def test_a_gguf_path_keeps_the_experiments_runtime_settings_and_is_named_after_t
     assert {k: node[k] for k in ("batch_size", "dtype", "threads")} == {k: preset[k] for k in ("batch_size", "dtype",
                                                                                                "threads")}
     # run.json's threads / dtypes are those of the model that runs, not of the experiment's defaults
-    from memlab.config import required_model_setting
+    from memlab.model_use import required_model_setting
 
     assert required_model_setting(OmegaConf.to_container(cfg, resolve=True), "dtype", "float32") == {
         "x.Q4_1": preset["dtype"]}

@@ -39,7 +39,7 @@ from conftest import build_test_zoo  # noqa: E402
 from memlab.backends.base import GenerationRequest  # noqa: E402
 from memlab.backends.factory import build_backend  # noqa: E402
 from memlab.metrics import bootstrap, intervals, mia, ncd, rouge  # noqa: E402
-from memlab.models.layout import checkpoint_dir  # noqa: E402
+from memlab.zoo_layout import checkpoint_dir  # noqa: E402
 
 KJV = {"corpus": "kjv", "options": {"unit": "chapter"}}
 # tiny: qemu computes float vector ops in software (a few M multiply-adds per second here); the ops below take

@@ -159,12 +159,12 @@ def test_build_cli_builds_missing_skips_done_and_init_from(tmp_path, capsys):
 
 
 def test_configs_name_checkpoints_by_family_size_and_epoch_never_by_folder(repo_root):
-    """The zoo's folder layout is written once (memlab.models.layout): config files name a checkpoint by (family, size,
+    """The zoo's folder layout is written once (memlab.zoo_layout): config files name a checkpoint by (family, size,
     epoch) through memlab.config's resolvers, and get the folder Family opens."""
     import re
 
     from memlab.config import compose
-    from memlab.models.layout import checkpoint_dir
+    from memlab.zoo_layout import checkpoint_dir
 
     written = [f"{p.relative_to(repo_root)}:{i}" for p in sorted((repo_root / "conf").rglob("*.yaml"))
                for i, line in enumerate(p.read_text().splitlines(), 1)

@@ -70,7 +70,7 @@ from pathlib import Path
 from memlab.config import repo_root
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
-from memlab.models.layout import checkpoint_dir, family_dir
+from memlab.zoo_layout import checkpoint_dir, family_dir
 from memlab.models.zoo_spec import TrainRecipe, ZooFamily, parse_family
 
 REPO_ROOT = repo_root()

@@ -22,7 +22,7 @@ from memlab.methods.recap.agents import agents_label
 from memlab.methods.recap.config import TARGET_GROUPS
 from memlab.metrics.bootstrap import resample_indices
 from memlab.metrics.intervals import expanded_level, n_to_decide, quantile_ci, sign_flip_min_n, sign_flip_p
-from memlab.models.layout import family_of
+from memlab.zoo_layout import family_of
 from memlab.results import StudyResult
 
 METHODS = ("prefix", "dsp", "dsp_jb", "recap")

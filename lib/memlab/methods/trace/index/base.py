@@ -15,16 +15,31 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 import numpy as np
 
 from memlab.errors import ConfigError, MemlabError
 
-if TYPE_CHECKING:
-    from memlab.methods.trace.index.corpus_stream import TokenizedCorpus
-
 FORMAT_VERSION = 1
+
+
+@dataclass
+class TokenizedCorpus:
+    """What the backends build from: ``tokens_file`` holds every document as SEP + ids (``dtype``)."""
+
+    tokens_file: Path
+    dtype: np.dtype
+    doc_lengths: np.ndarray  # tokens per document, SEP not counted
+    text_bytes: int
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_lengths)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.doc_lengths.sum())
 
 
 # --------------------------------------------------------------------------------------------- tokenizers

@@ -24,35 +24,16 @@ import pickle
 import subprocess
 import sys
 from collections import deque
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from memlab.errors import MemlabError
-from memlab.methods.trace.index.base import checked_doc, encode_texts, token_dtype_for
+from memlab.methods.trace.index.base import TokenizedCorpus, checked_doc, encode_texts, token_dtype_for  # noqa: F401
 from memlab.methods.trace.index.piece_cache import PieceCachedEncoder, piece_cache_applicable
 
 CHUNK_BYTES = 1 << 18  # text per tokenization job: ~0.1 s of work; a worker peaks at ~80 bytes per text byte
 TOKENS_FILE = "tokens.raw"
-
-
-@dataclass
-class TokenizedCorpus:
-    """What the backends build from: ``tokens_file`` holds every document as SEP + ids (``dtype``)."""
-
-    tokens_file: Path
-    dtype: np.dtype
-    doc_lengths: np.ndarray  # tokens per document, SEP not counted
-    text_bytes: int
-
-    @property
-    def n_docs(self) -> int:
-        return len(self.doc_lengths)
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self.doc_lengths.sum())
 
 
 def available_cores() -> int:

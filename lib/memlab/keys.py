@@ -1,0 +1,47 @@
+"""Run keys: which command-line overrides name a run's folder, and a sweep's points. Shared by the runner
+(:mod:`memlab.run`) and the sweep summaries (:mod:`memlab.sweeps`, :mod:`memlab.sweep_effects`); imports nothing of
+memlab."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+
+# overrides that don't change results (where things go, how they're logged/cached) stay out of the run key
+NON_RESULT_KEYS = ("experiment", "logger", "cache", "paths", "hydra")
+
+
+def run_key(overrides: list[str] | str) -> str:
+    """A filesystem-safe folder name from the command-line overrides ('default' when none).
+
+    Every override that can change a result is in it (sorted), so the runs of a sweep never collide;
+    ``params.`` is dropped from keys; a key longer than 160 characters is shortened to a prefix plus a hash of the whole key.
+    """
+    if isinstance(overrides, str):
+        overrides = [o for o in overrides.split(",") if o]
+    kept = sorted(o for o in overrides
+                  if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] not in NON_RESULT_KEYS)
+    if not kept:
+        return "default"
+    key = ",".join(o.removeprefix("params.") for o in kept)  # params.* is most of a sweep: keep keys short
+    key = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", key)
+    if len(key) > 160:
+        key = f"{key[:140]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return key
+
+
+def expand(overrides: list[str]) -> tuple[dict[str, list[str]], list[list[str]]]:
+    """(swept key → its values, every point's overrides) — the points in Hydra's basic-sweeper order."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    swept = {o.key_or_group: list(o.sweep_string_iterator()) for o in parsed if o.is_sweep_override()}
+    points = [p for batch in BasicSweeper.split_arguments(parsed, None) for p in batch]
+    return swept, points
+
+
+def experiment_of(point: list[str]) -> str | None:
+    """The experiment a sweep point's overrides name (``experiment=<e>``), None when none does."""
+    return next((o.split("=", 1)[1] for o in point if o.startswith("experiment=")), None)
