@@ -13,7 +13,7 @@ belongs to the layer of the longest prefix below that names it; a module may imp
     5 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
                     method never imports another method
     6 audit         audit -- the audit runs the methods
-    7 runner        run, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench
+    7 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench
     8 presentation  site
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
@@ -42,7 +42,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("study frame", ("memlab.study_run", "memlab.results", "memlab.report")),
     ("methods", ("memlab.methods",)),
     ("audit", ("memlab.audit",)),
-    ("runner", ("memlab.run", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance", "memlab.pipeline",
+    ("runner", ("memlab.run", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
+                "memlab.pipeline",
                 "memlab.summary", "memlab.reproduce", "memlab.bench")),
     ("presentation", ("memlab.site",)),
 ]
