@@ -17,7 +17,7 @@ export DVC_NO_ANALYTICS := 1
 export TOKENIZERS_PARALLELISM := false
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup debs reproduce report test bench lab dvc.yaml clean-results data models zoo
+.PHONY: help setup debs reproduce report test test-fast bench lab dvc.yaml clean-results data models zoo
 
 help:
 	@echo "make reproduce  — set up, then run the whole embedded reproduction (dvc repro, stage by stage)"
@@ -114,6 +114,10 @@ test: setup llama-cpp
 # qemu-user, bytes compared, with the pre-fix path as the control that must differ. ~10 min on 2 cores, so its own
 # CI step rather than part of `make test`.
 .PHONY: test-vendors
+# the quick loop while editing: everything but the slow files (tests/conftest.py SLOW_FILES) and the vendor test
+test-fast: setup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not vendors" tests
+
 test-vendors: setup
 	$(PY) -m pytest -q -p no:xdist -m vendors tests/core/test_numerics_vendors.py
 

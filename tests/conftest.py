@@ -185,3 +185,24 @@ def one_chapter_family() -> dict:
     import copy
 
     return copy.deepcopy(ONE_CHAPTER_FAMILY)
+
+
+# The files that take most of `make test`'s time (measured with `pytest --durations=0` on this 2-core machine: each
+# ≥ 17 s of setup + calls, together ~1,300 of ~1,550 test-seconds): marked `slow`, so `make test-fast`
+# (-m "not slow and not vendors") runs everything else as a quick loop. `make test` runs them all.
+SLOW_FILES = frozenset({
+    "notebooks/test_notebooks.py", "scale/test_launchers.py", "core/test_numerics_machines.py", "core/test_runner.py",
+    "recap/test_llm_agents_served.py", "report/test_sweeps.py", "recap/test_aligned.py", "core/test_preflight.py",
+    "core/test_reproduce.py", "core/test_dvc_deps.py", "faults/test_run_faults.py", "report/test_site.py",
+    "backends/test_served_scoring.py", "report/test_lab.py", "backends/test_score_bos.py",
+    "backends/test_backend_hf.py", "core/test_model_override.py", "audit/test_selfcheck.py",
+    "core/test_config_reads.py", "core/test_config.py", "data/test_data_stage_portable.py", "core/test_progress.py",
+    "faults/test_relay_warnings.py", "core/test_validation.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    tests = Path(__file__).parent
+    for item in items:
+        if item.path.relative_to(tests).as_posix() in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)

@@ -218,35 +218,3 @@ def test_a_corrupt_dvc_lock_is_one_line_for_the_site(tmp_path):
                     env={**ENV, "MEMLAB_ROOT": str(tmp_path)}, module="memlab.site")
     assert str(tmp_path / "dvc.lock") in line and "git checkout -- dvc.lock" in line
     assert not (tmp_path / "site").exists() and not (tmp_path / ".site.partial").exists()
-
-
-# ---- Ctrl-C ------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def micro_zoo(tmp_path_factory, zoo_builder, two_chapter_family):
-    return zoo_builder(tmp_path_factory.mktemp("zoo"), two_chapter_family)
-
-
-def test_ctrl_c_during_a_sweep_is_one_line_and_130(micro_zoo, tmp_path):
-    import signal
-
-    args = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "params.family=micro",
-            f"paths.zoo={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}", f"paths.results={tmp_path}",
-            f"paths.cache={micro_zoo / 'cache'}", "params.n_probes=6,7", "params.prefix_len=8", "params.cont_len=8",
-            "params.epoch_every=1", "logger=null"]
-    err = tmp_path / "stderr.txt"
-    with open(err, "w") as sink:
-        # a terminal's Ctrl-C: SIGINT to the whole process group (the runner and its notebook kernel)
-        proc = subprocess.Popen(args, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=sink,
-                                start_new_session=True)
-        deadline = time.monotonic() + 120
-        while "memlab: running" not in err.read_text() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.2)
-        time.sleep(3)  # inside the notebook
-        os.killpg(proc.pid, signal.SIGINT)
-        code = proc.wait(timeout=60)
-    text = err.read_text()
-    after = text.split("memlab: running", 1)[1].splitlines()[1:]
-    lines = [ln for ln in after if ln.strip() and not ln.startswith("memlab: memorization_curve")]  # progress
-    assert code == 130, text[-3000:]
-    assert "Traceback" not in text, text[-3000:]
-    assert len(lines) == 1 and lines[0].startswith("memlab: interrupted"), text[-3000:]
