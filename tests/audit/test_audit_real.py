@@ -106,4 +106,6 @@ def test_the_smoke_audit_through_a_llama_cpp_server_runs_as_written(repo_root, s
     assert audit[audit.method == "MIA (min_k_pp)"].finding.tolist() == ["unavailable"]
     loss = audit[(audit.method == "MIA (loss)") & ~audit.finding.str.endswith("not judged")]
     assert len(loss) == 3 and (loss.n > 0).all()   # humaneval judged against its control, and the two controls
-    assert json.loads((folder / "run.json").read_text())["models"] == {"llama-cpp": f"served local at {url}"}
+    # what was served, as the server reports it: llama-cpp-python under an alias lists the alias and names no weights
+    served = json.loads((folder / "run.json").read_text())["models"]
+    assert served == {"llama-cpp": f"served local at {url} (server lists smollm2; the server names no weights)"}
