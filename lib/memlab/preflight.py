@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from memlab.backends.hf_config import looks_like_hub_id
 from memlab.errors import ConfigError
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -71,14 +72,6 @@ def check_device(node: Mapping[str, Any], key: str) -> None:
                               f"{torch.version.cuda or 'not built in'}); use {key}=cpu (or auto)")
 
 
-def _looks_like_hub_id(path: str) -> bool:
-    """As memlab.backends.hf_load: "org/name" or "name", not a path, not under an existing folder."""
-    if path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path or path.endswith(".gguf"):
-        return False
-    parent = Path(path).parent
-    return str(parent) == "." or not parent.is_dir()
-
-
 def _under(path: Path, folder: Path) -> bool:
     try:
         path.resolve().relative_to(folder.resolve())
@@ -92,7 +85,7 @@ def check_local_model(path: str, gguf_file: str | None, root: Path, models_dir: 
     whole. A hub id is left to the loader."""
     if path.endswith(".gguf") and not gguf_file:
         path, gguf_file = str(Path(path).parent), Path(path).name
-    if _looks_like_hub_id(path) and not (root / path).exists():
+    if looks_like_hub_id(path) and not (root / path).exists():
         return
     folder = Path(path).expanduser()
     if not folder.is_absolute() and not folder.exists():

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from memlab.errors import MemlabError
-from memlab.keys import NON_RESULT_KEYS, experiment_of as _experiment_of, expand, run_key  # noqa: F401 (re-export)
+from memlab.keys import NON_RESULT_KEYS, expand, experiment_of, run_key
 
 MAX_PANELS = 6  # panels of the sweep figure (varying claims first, then varying metrics): more would not be read
 
@@ -66,11 +66,10 @@ def summarize(results: Path, experiment: str, overrides: list[str], idle: list[s
     the lines naming swept keys that changed no metric (:mod:`memlab.sweep_effects`), kept in sweep.json."""
     import pandas as pd
 
-
     swept, points = expand(overrides)
     rows = []
     for point in points:
-        if _experiment_of(point) not in (None, experiment):
+        if experiment_of(point) not in (None, experiment):
             continue
         values = {k: v.split("=", 1)[1] for k, v in ((o.split("=", 1)[0], o) for o in point) if k in swept}
         key = run_key(point)
@@ -208,10 +207,10 @@ def write_sweeps(overrides: list[str]) -> list[Path]:
         return []
     out = []
     try:
-        for experiment in dict.fromkeys(_experiment_of(p) for p in points):
+        for experiment in dict.fromkeys(experiment_of(p) for p in points):
             if experiment is None:
                 continue
-            first = next(p for p in points if _experiment_of(p) == experiment)
+            first = next(p for p in points if experiment_of(p) == experiment)
             cfg = compose(experiment, [o for o in first if not o.startswith(("experiment=", "hydra"))])
             results = Path(OmegaConf.select(cfg, "paths.results"))
             idle = warn_idle_keys(results, experiment, overrides)  # a swept key that changed no metric: where it acted

@@ -15,6 +15,7 @@ class does not know, is refused in one line naming the key. The values' meaning:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from memlab.backends.score_bos import score_bos_of
@@ -47,3 +48,12 @@ def hf_backend_config(node: Mapping[str, Any]) -> HFBackendConfig:
     if not cfg.path:
         raise ConfigError("model.path is required for backend: hf (a local folder, a .gguf file or a hub id)")
     return cfg
+
+
+def looks_like_hub_id(path: str) -> bool:
+    """A hub id ("org/name" or "name"), not a path: no leading / . ~, no .gguf, not under an existing folder
+    (so a missing "models/x" is reported as an unbuilt model, not as a hub id)."""
+    if path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path or path.endswith(".gguf"):
+        return False
+    parent = Path(path).parent
+    return str(parent) == "." or not parent.is_dir()

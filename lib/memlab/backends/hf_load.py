@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 
-from memlab.backends.hf_config import HFBackendConfig
+from memlab.backends.hf_config import HFBackendConfig, looks_like_hub_id
 from memlab.errors import ConfigError, MemlabError
 from memlab.gguf_parse import one_gguf_parse
 
@@ -33,15 +33,6 @@ _MODELS_HINT = "build the offline models with `make models` (= `dvc repro --glob
 def _hub_offline() -> bool:
     return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
                for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-
-
-def _looks_like_hub_id(path: str) -> bool:
-    """A hub id ("org/name" or "name"), not a path: no leading / . ~, no .gguf, not under an existing folder
-    (so a missing "models/x" is reported as an unbuilt model, not as a hub id)."""
-    if path.startswith(("/", ".", "~")) or path.count("/") > 1 or "\\" in path or path.endswith(".gguf"):
-        return False
-    parent = Path(path).parent
-    return str(parent) == "." or not parent.is_dir()
 
 
 def weights_revision(folder: Path, gguf_file: str | None = None) -> str:
@@ -164,7 +155,7 @@ def locate(cfg: HFBackendConfig) -> tuple[str, dict[str, Any], str, str, bool]:
             raise MemlabError(f"GGUF file {local / gguf_file} not found; {_MODELS_HINT} or fix model.gguf_file")
         rev = revision if revision not in (None, "auto") else weights_revision(local, gguf_file)
         return str(local), kwargs, cfg.name or (Path(gguf_file).stem if gguf_file else local.name), rev, False
-    if _looks_like_hub_id(path):
+    if looks_like_hub_id(path):
         hub_rev = None if revision in (None, "auto") else str(revision)
         if hub_rev:
             kwargs["revision"] = hub_rev
