@@ -27,10 +27,36 @@ def repo_root() -> Path:
     return Path.cwd().resolve()
 
 
-CONF_DIR = repo_root() / "conf"
+SHIPPED = Path(__file__).resolve().parent / "shipped"   # conf/, notebooks/, prompts/ as `pip install .` ships them
 
-if not OmegaConf.has_resolver("memlab_root"):
-    OmegaConf.register_new_resolver("memlab_root", lambda: str(repo_root()))
+
+def is_checkout(root: Path) -> bool:
+    """``root`` holds memlab's own project folders (a checkout, or $MEMLAB_ROOT made like one)."""
+    return (root / "conf" / "experiment" / "audit.yaml").is_file()
+
+
+def project_dir(name: str) -> Path:
+    """``conf``, ``notebooks`` or ``prompts``: the checkout's, else the copies shipped inside the installed package
+    (the installed ``memlab`` command run from any folder, whose results/ and data go to that folder)."""
+    root = repo_root()
+    return root / name if is_checkout(root) else SHIPPED / name
+
+
+def cache_root() -> Path:
+    """Where downloads and caches live: the checkout's ``.cache/``, else ``memlab/`` in the user's cache folder
+    ($XDG_CACHE_HOME or ~/.cache), shared by every folder the installed command runs in."""
+    root = repo_root()
+    if is_checkout(root):
+        return root / ".cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").resolve() / "memlab"
+
+
+CONF_DIR = project_dir("conf")
+
+for _name, _fn in (("memlab_root", lambda: str(repo_root())), ("memlab_project", lambda name: str(project_dir(name))),
+                   ("memlab_cache", lambda: str(cache_root()))):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _fn)
 
 
 def _zoo_checkpoint(models_dir, family, size, epoch) -> str:

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 from memlab.config import CONF_DIR, to_plain
 from memlab.errors import ConfigError
 from memlab.numerics import read_yaml
+from memlab.zoo_layout import checkpoint_name, checkpoint_of
 
 RUNTIME_KEYS = ("threads", "batch_size", "score_batch_size", "device", "dtype", "kv_cache")
 IDENTITY_KEYS = ("path", "gguf_file", "model_id")   # a node given one of these but no name is named after it
@@ -98,11 +99,15 @@ def _what_it_measures(cfg) -> str:
 
 
 def derived_name(node: Mapping[str, Any]) -> str:
-    """A model's name from what identifies it: a GGUF file's stem, a folder's name, a served id's last part."""
+    """A model's name from what identifies it: a GGUF file's stem, a folder's name, a served id's last part — and a
+    zoo checkpoint's folder (``…/tiny-neox/kjv/m/final``) its zoo name (``tiny-neox-kjv-m-final``), not ``final``."""
     if node.get("backend") == "openai" or not node.get("path"):
         return str(node.get("model_id") or node.get("name")).rstrip("/").split("/")[-1]
     path = Path(str(node["path"])) / node["gguf_file"] if node.get("gguf_file") else Path(str(node["path"]))
-    return path.stem if path.suffix == ".gguf" else path.name
+    if path.suffix == ".gguf":
+        return path.stem
+    checkpoint = checkpoint_of(path)
+    return checkpoint_name(*checkpoint) if checkpoint else path.name
 
 
 def target_nodes(cfg) -> list[dict]:

@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 
 PROFILE_ENV = "MEMLAB_NUMERICS"   # the profile a process pins (the runner sets it for its notebook kernel)
-_CONF = Path(__file__).resolve().parents[2] / "conf"
+_CHECKOUT_CONF = Path(__file__).resolve().parents[2] / "conf"
+# the checkout's conf/, else the copy shipped in the installed package (memlab.config.project_dir)
+_CONF = _CHECKOUT_CONF if (_CHECKOUT_CONF / "config.yaml").is_file() else Path(__file__).resolve().parent / "shipped" / "conf"
 _caller_env: dict[str, str | None] = {}   # what pin() replaced, so a `native` run can hand the kernel the caller's
 
 

@@ -261,6 +261,16 @@ def _requires_to_deps(req: dict) -> list[str]:
     return ["data/corpora" if str(d).startswith("data/corpora") else str(d) for d in req.get("data") or []]
 
 
+def result_files(conf_files: list[str]) -> list[str]:
+    """The conf files whose values can change a result: not those of the result-free groups (where outputs go, how
+    runs are logged and cached: :data:`memlab.keys.NON_RESULT_KEYS` but ``experiment``, which is left out of run keys
+    because it names the folder, not because its file holds no result settings), so a new W&B project reruns nothing."""
+    from memlab.keys import NON_RESULT_KEYS
+
+    free = set(NON_RESULT_KEYS) - {"experiment"}
+    return [f for f in conf_files if len(Path(f).parts) < 3 or Path(f).parts[1] not in free]
+
+
 def whole_files(files: list[str]) -> list[dict]:
     """DVC ``params`` entries tracking every value of each YAML file (and none of its comments)."""
     return [{f: None} for f in files]
@@ -350,7 +360,7 @@ def experiment_stage(exp: str) -> dict:
     code = code_deps(roots, skip=frozenset(RULE_MODULES.values()))
     deps = [*code, *prompt_folders(raw), f"notebooks/{nb}", *_requires_to_deps(req),
             *required_models(raw)]
-    params = list(dict.fromkeys([*conf_files, *paper_files(exp), *model_presets(raw)]))
+    params = list(dict.fromkeys([*result_files(conf_files), *paper_files(exp), *model_presets(raw)]))
     return {
         "cmd": f"{PY} -m memlab.run experiment={exp}",
         "deps": list(dict.fromkeys(deps)),  # dedup, order kept

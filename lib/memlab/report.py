@@ -187,27 +187,35 @@ class Report:
             result.attach(self.cfg, self._typed)
         if load_claims(self.experiment, kind="sanity"):  # checks of our setup, apart from the claims (issue 27)
             result.tables = {"sanity": sanity_table(self.experiment, result), **result.tables}
-            result.shown = ["sanity", *result.shown]
+            result.shown = [("table", "sanity"), *result.shown]
         if load_claims(self.experiment, kind="claim"):
             cmp = comparison_table(self.experiment, result, profile=(self.cfg.get("profile") or {}).get("name"))
             result.tables = {"comparison": cmp, **result.tables}
-            result.shown = ["comparison", *result.shown]
+            result.shown = [("table", "comparison"), *result.shown]
             result.metrics.update({f"verdict/{r.claim_id}": r.verdict for r in cmp.itertuples()})
         for name, df in result.tables.items():
             self.table(name, df, show=False)
         empty = self._write_captions(result)
         for name, fig in result.figures.items():
             self.figure(name, fig, show=False)
-        for name in result.shown:
-            if name in result.tables:
-                _display(result.tables[name])
-            elif _safe(name) in empty:  # nothing to show: the sentence, not the plot (the PNG is still written)
-                _display(_text(f"**{name}: nothing to show** — {empty[_safe(name)]}."))
-            else:
-                _display(_png(self.out_dir / "figures" / f"{_safe(name)}.png"))
+        for kind, name in result.shown:
+            self._show(result, kind, name, empty)
         if result.metrics:
             self.metrics(**result.metrics)
         self.record_usage()
+
+
+    def _show(self, result, kind: str, name: str, empty: dict[str, str]) -> None:
+        """Display one shown table (its view when the study gave one) or figure (with its caption under it when the
+        study asked for that)."""
+        if kind == "table":
+            _display(result.views.get(name, result.tables[name]))
+        elif _safe(name) in empty:  # nothing to show: the sentence, not the plot (the PNG is still written)
+            _display(_text(f"**{name}: nothing to show** — {empty[_safe(name)]}."))
+        else:
+            _display(_png(self.out_dir / "figures" / f"{_safe(name)}.png"))
+        if kind == "figure" and name in result.page_captions and result.captions.get(name):
+            _display(_text(f"*{name}:* {result.captions[name]}"))
 
 
 def positive_int(value: Any, name: str, *, allow_zero: bool = False) -> int:

@@ -24,8 +24,11 @@ class StudyResult:
     tables: dict[str, Any] = field(default_factory=dict)     # name → DataFrame
     figures: dict[str, Any] = field(default_factory=dict)    # name → matplotlib Figure
     metrics: dict[str, Any] = field(default_factory=dict)
-    shown: list[str] = field(default_factory=list)           # table/figure names displayed, in order
+    # ("table" | "figure", name) displayed, in order: a table and a figure may share a name (tables/x.csv, figures/x.png)
+    shown: list[tuple[str, str]] = field(default_factory=list)
     captions: dict[str, str] = field(default_factory=dict)   # figure name → what is plotted, on what n
+    views: dict[str, Any] = field(default_factory=dict)      # table name → what the page shows instead of the frame
+    page_captions: list[str] = field(default_factory=list)   # figures whose caption is also printed under them
     config: Any = field(default=None, repr=False)             # the run's composed config; None: not attached yet
     # (config, {key: typed node}) that :meth:`attach` handed over: nodes of that config already built, not rebuilt
     _typed: tuple = field(default=(None, {}), init=False, repr=False, compare=False)
@@ -62,19 +65,27 @@ class StudyResult:
         cfg = self.config if isinstance(self.config, DictConfig) else OmegaConf.create(self.config)
         return Report.typed_node(cfg, key)
 
-    def table(self, name: str, df, *, show: bool = True):
+    def table(self, name: str, df, *, show: bool = True, view: Any = None):
+        """Add a table (written whole to ``tables/<name>.csv``); ``view``: what the page shows in its place, e.g. the
+        same rows in words (:func:`memlab.audit.page.owner_table`) — the CSV is the frame, whatever the view."""
         self.tables[name] = df
+        if view is not None:
+            self.views[name] = view
         if show:
-            self.shown.append(name)
+            self.shown.append(("table", name))
         return df
 
-    def figure(self, name: str, fig, *, show: bool = True, caption: str | None = None):
-        """Add a figure; ``caption`` says what is plotted and on what n (the report site shows it)."""
+    def figure(self, name: str, fig, *, show: bool = True, caption: str | None = None,
+               caption_on_page: bool = False):
+        """Add a figure; ``caption`` says what is plotted and on what n (the report site shows it; with
+        ``caption_on_page`` the run's own page prints it under the figure too)."""
         self.figures[name] = fig
         if caption:
             self.captions[name] = caption
+            if caption_on_page:
+                self.page_captions.append(name)
         if show:
-            self.shown.append(name)
+            self.shown.append(("figure", name))
         return fig
 
     def metric(self, **numbers: Any) -> None:
@@ -85,6 +96,8 @@ class StudyResult:
         self.figures.update(other.figures)
         self.metrics.update(other.metrics)
         self.captions.update(other.captions)
+        self.views.update(other.views)
+        self.page_captions += other.page_captions
         self.shown += other.shown
         return self
 

@@ -218,7 +218,7 @@ def _papermill(nb_in: Path, nb_out: Path, resolved: dict) -> None:
     from memlab.progress import Relay
 
     cells = 1 + len(nbformat.read(str(nb_in), as_version=4).cells)  # papermill counts every cell, + parameters
-    _quiet_kernel(Path(resolved["paths"]["root"]) / ".cache" / "ipython")
+    _quiet_kernel(Path(resolved["paths"]["cache"]).parent / "ipython")   # the checkout's .cache/, else the user cache
     try:
         # papermill's own bar is off when stderr is not a terminal; the relay prints cell, items, ETA, requests
         with Relay(resolved["experiment_name"], cells):
@@ -332,6 +332,7 @@ def _entry() -> None:
     if not flags:
         _main()
         return
+    started = time.time()  # the sweep's summary shows only this sweep's runs, never an older run's numbers
     errors = repo_root() / "outputs" / "memlab-job-errors" / f"{os.getpid()}-{time.time_ns()}"
     errors.mkdir(parents=True, exist_ok=True)
     os.environ[JOB_ERRORS_ENV] = str(errors)
@@ -341,7 +342,7 @@ def _entry() -> None:
         failed = sorted(p.read_text() for p in errors.glob("*.txt"))
         shutil.rmtree(errors, ignore_errors=True)
     from memlab.sweeps import write_sweeps  # one summary of the sweep's points: results/<experiment>/sweeps/<id>/
-    write_sweeps(normalize_overrides(rest))
+    write_sweeps(normalize_overrides(rest), since=started)
     if failed:
         for line in failed:
             print(f"memlab: error: job failed: {line}", file=sys.stderr)

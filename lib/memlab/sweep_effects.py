@@ -3,8 +3,8 @@ points wrote byte-identical ``metrics.json`` is one warning line naming the tabl
 
 A scalar key often acts on one table only (``method.alpha`` is the threshold of PEARL's flag tables): the sweep's
 summary, built from ``metrics.json``, then shows flat lines, and the warning says where the effect is. Points are
-compared within each combination of the other swept keys' values; points that did not run are left out, and a key
-is judged only when some combination has two points that ran.
+compared within each combination of the other swept keys' values; points that did not run in this sweep are left out
+(:func:`point_status`), and a key is judged only when some combination has two points that ran.
 """
 
 from __future__ import annotations
@@ -13,9 +13,37 @@ import sys
 from pathlib import Path
 
 
-def idle_keys(results: Path, experiment: str, overrides: list[str]) -> dict[str, dict[str, tuple[int, int]]]:
+def point_status(folder: Path, since: float | None = None) -> str:
+    """What a sweep point's run folder holds for a sweep that started at ``since`` (epoch seconds; None: unknown):
+    "failed" (its last run failed: the runner keeps ``<key>.failed/`` beside it and removes that folder when a run
+    of the key succeeds), "missing" (no ``metrics.json``), "stale" (numbers from a run that started before this
+    sweep: never shown as this sweep's) or "ran"."""
+    failed = folder.with_name(f"{folder.name}.failed")
+    if failed.is_dir() and (since is None or failed.stat().st_mtime >= since - 1):
+        return "failed"
+    if not (folder / "metrics.json").is_file():
+        return "missing"
+    if since is not None and _started(folder) < int(since):  # run.json's start is whole seconds
+        return "stale"
+    return "ran"
+
+
+def _started(folder: Path) -> float:
+    """When the run in ``folder`` started (run.json), else when it wrote metrics.json."""
+    import json
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(json.loads((folder / "run.json").read_text())["started"]).timestamp()
+    except (OSError, ValueError, KeyError, TypeError):
+        return (folder / "metrics.json").stat().st_mtime
+
+
+def idle_keys(results: Path, experiment: str, overrides: list[str],
+              since: float | None = None) -> dict[str, dict[str, tuple[int, int]]]:
     """Swept key → {table file name → (rows that differ, rows)} for every swept key that changed no byte of
-    ``metrics.json`` across its points ({} as the tables when no table differs either)."""
+    ``metrics.json`` across the points that ran in this sweep (:func:`point_status`; {} as the tables when no table
+    differs either)."""
     from memlab.keys import expand, experiment_of, run_key
 
     swept, points = expand(overrides)
@@ -26,7 +54,7 @@ def idle_keys(results: Path, experiment: str, overrides: list[str]) -> dict[str,
         groups: dict[tuple, list[Path]] = {}
         for p in points:
             rest = tuple(o for o in p if o.split("=", 1)[0] in swept and o.split("=", 1)[0] != key)
-            if (folders[tuple(p)] / "metrics.json").is_file():
+            if point_status(folders[tuple(p)], since) == "ran":
                 groups.setdefault(rest, []).append(folders[tuple(p)])
         groups = {g: fs for g, fs in groups.items() if len(fs) > 1}
         if not groups or any(_differ([f / "metrics.json" for f in fs]) for fs in groups.values()):
@@ -56,10 +84,10 @@ def _changed_tables(groups: list[list[Path]]) -> dict[str, tuple[int, int]]:
     return changed
 
 
-def warn_idle_keys(results: Path, experiment: str, overrides: list[str]) -> list[str]:
+def warn_idle_keys(results: Path, experiment: str, overrides: list[str], since: float | None = None) -> list[str]:
     """Print (and return) one warning line per swept key that changed no metric in ``metrics.json``."""
     lines = []
-    for key, tables in idle_keys(results, experiment, overrides).items():
+    for key, tables in idle_keys(results, experiment, overrides, since).items():
         where = ", ".join(f"tables/{name} ({rows} of {n} rows)" for name, (rows, n) in tables.items())
         lines.append(f"memlab: warning: sweeping {key} changed no metric in metrics.json; it changed "
                      + (where or "nothing at all"))

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.backends.llama_server import BOS_ON, llama_server
+from tests.backends.conftest import free_port, serve_process
 from tests.backends.test_served_scoring import smollm_gguf  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(not os.environ.get("MEMLAB_AUDIT_README"),
@@ -37,6 +37,16 @@ def readme_commands(repo_root: Path) -> list[str]:
     section = text.split("\n## Test your own model\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     return [line for line in block.splitlines() if line.startswith(".venv/bin/python -m memlab.run")]
+
+
+def readme_server(repo_root: Path, gguf: Path, port: int) -> list[str]:
+    """The README's llama.cpp server command as written, on ``gguf`` and ``port`` (its placeholder and 8080)."""
+    text = (repo_root / "README.md").read_text()
+    block = text.split("\n## Test your own model\n", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    (line,) = [ln for ln in block.splitlines() if ln.startswith(".venv/bin/python -m llama_cpp.server ")]
+    assert line.endswith(" &") and PLACEHOLDER in line and "--port 8080" in line, line
+    line = line.removesuffix(" &").replace(PLACEHOLDER, str(gguf)).replace("--port 8080", f"--port {port}")
+    return [str(repo_root / ".venv/bin/python"), *shlex.split(line)[1:]]
 
 
 def _run(repo_root: Path, command: str) -> Path:
@@ -98,7 +108,10 @@ def test_the_smoke_audit_of_a_gguf_runs_as_written(repo_root, smollm_gguf):  # n
 
 
 def test_the_smoke_audit_through_a_llama_cpp_server_runs_as_written(repo_root, smollm_gguf, tmp_path):  # noqa: F811
-    with llama_server(smollm_gguf, tmp_path, *BOS_ON) as url:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    with serve_process(readme_server(repo_root, smollm_gguf, port), f"{url}/models", tmp_path / "server.log",
+                       dict(os.environ), "the README's llama_cpp.server command"):
         command = readme_commands(repo_root)[2].replace("http://127.0.0.1:8080/v1", url)
         folder = _run(repo_root, command)
     audit = _check_page(folder)
@@ -106,6 +119,7 @@ def test_the_smoke_audit_through_a_llama_cpp_server_runs_as_written(repo_root, s
     assert audit[audit.method == "MIA (min_k_pp)"].finding.tolist() == ["unavailable"]
     loss = audit[(audit.method == "MIA (loss)") & ~audit.finding.str.endswith("not judged")]
     assert len(loss) == 3 and (loss.n > 0).all()   # humaneval judged against its control, and the two controls
-    # what was served, as the server reports it: llama-cpp-python under an alias lists the alias and names no weights
+    # what was served, as the server reports it: llama-cpp-python without an alias lists the GGUF's path
     served = json.loads((folder / "run.json").read_text())["models"]
-    assert served == {"llama-cpp": f"served local at {url} (server lists smollm2; the server names no weights)"}
+    assert list(served) == ["llama-cpp"] and served["llama-cpp"].startswith(f"served local at {url} (server lists ")
+    assert str(smollm_gguf) in served["llama-cpp"], served

@@ -13,6 +13,7 @@ import pytest
 
 from memlab.audit import ground_truth as GT
 from memlab.errors import ConfigError
+from memlab.metrics.intervals import wilson
 
 
 def _run(results: Path, experiment: str, tables: dict[str, pd.DataFrame]) -> None:
@@ -24,7 +25,7 @@ def _run(results: Path, experiment: str, tables: dict[str, pd.DataFrame]) -> Non
 
 
 def _selfcheck(results: Path) -> None:
-    from memlab.audit.selfcheck import rates
+    from memlab.audit.selfcheck import pooled_rates
 
     # two checkpoints' decisions of one rule: judged documents with their truth, control documents never counted
     rows = [("c1", "mix", True, True), ("c1", "mix", True, False), ("c1", "mix", False, False),
@@ -32,10 +33,7 @@ def _selfcheck(results: Path) -> None:
             ("c2", "mix", True, True), ("c2", "null", False, False), ("c2", "null", False, False)]
     d = pd.DataFrame([{"checkpoint": c, "method": "MIA (loss)", "source": s, "member": m, "flagged": f}
                       for c, s, m, f in rows])
-    per_run = rates(d, ["checkpoint", "method"])
-    spread = per_run.groupby("method").agg(recall_runs_min=("recall", "min"), recall_runs_max=("recall", "max"),
-                                           fpr_runs_min=("fpr", "min"), fpr_runs_max=("fpr", "max")).reset_index()
-    _run(results, "audit_selfcheck", {"selfcheck_rates": rates(d, ["method"]).merge(spread, on="method")})
+    _run(results, "audit_selfcheck", {"selfcheck_rates": pooled_rates(d)[1]})
 
 
 def test_the_rates_beside_a_finding_are_the_audits_own_blind_run_on_the_zoo(tmp_path):
@@ -46,14 +44,36 @@ def test_the_rates_beside_a_finding_are_the_audits_own_blind_run_on_the_zoo(tmp_
     row = loss.row()
     assert row["gt_recall"] == pytest.approx(2 / 3) and row["gt_fpr"] == 0.25
     assert "audit_selfcheck [default] at abcdef0" in loss.run and "FPR 0.00–0.50" in loss.rule
+    # beside the pooled rate, the band one audit fell in across the two models: c1's recall 1/2 and c2's 1/1 give
+    # the lowest and highest Wilson bound of the two (not the pooled 2/3's own, narrower interval)
+    assert (row["gt_recall_low"], row["gt_recall_high"]) == pytest.approx((wilson(1, 2)[0], wilson(1, 1)[1]))
+    assert row["gt_recall_low"] < wilson(2, 3)[0] and "2 zoo checkpoints" in loss.rule
     other = GT.lookup(rates, "PEARL (completion)")
     assert other.members is None and "did not run this rule" in other.run
 
 
-def test_a_zoo_run_that_does_not_exist_is_named_with_the_command_that_makes_it(tmp_path):
+def test_a_zoo_run_that_does_not_exist_is_named_with_the_command_that_makes_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(GT, "ZOO_RATES", tmp_path / "nothing shipped")
     r = GT.lookup(GT.selfcheck_rates(tmp_path, "audit_selfcheck"), "RECAP")
     assert r.members is None and "make reproduce" in r.run and "experiment=audit_selfcheck" in r.run
     assert GT.trace_rates(tmp_path, "trace_validation").row()["gt_fpr"] is None
+
+
+def test_without_a_run_here_the_rates_shipped_with_the_package_are_read(tmp_path, monkeypatch):
+    """The installed command, outside a checkout: `make reproduce` copied the default runs' tables (ship) with the
+    md5 of their DVC output; the audit reads those and names them."""
+    checkout = tmp_path / "checkout"
+    _selfcheck(checkout / "results")
+    (checkout / "dvc.lock").write_text("schema: '2.0'\nstages:\n  exp-audit_selfcheck:\n    outs:\n"
+                                       "    - path: results/audit_selfcheck/default/tables\n"
+                                       "      md5: 0123456789abcdef0123.dir\n")
+    monkeypatch.setattr(GT, "ZOO_RATES", tmp_path / "shipped")
+    written = GT.ship(checkout, GT.ZOO_RATES)
+    assert {p.name for p in written} == {"selfcheck_rates.csv", "source.json"}   # trace_validation: not run here
+    loss = GT.lookup(GT.selfcheck_rates(tmp_path / "elsewhere", "audit_selfcheck"), "MIA (loss)")
+    assert (loss.members_flagged, loss.members) == (2, 3)
+    assert loss.run == ("audit_selfcheck as shipped with memlab (make reproduce: "
+                        "results/audit_selfcheck/default/tables 0123456789ab)")
 
 
 def test_trace_rate_is_exact_matches_of_indexed_spans_vs_false_matches_of_others(tmp_path):

@@ -128,3 +128,32 @@ def test_each_checkpoints_conclusion_is_scored_against_its_truth(micro_audit):
     assert rows.agrees.dtype == bool and len(rows) == 2 * rows.method.nunique()
     null = rows[rows.truth == "no members"]
     assert null.agrees.all(), null[["method", "k", "n", "control_k", "control_n"]]
+
+
+def test_each_audit_lies_in_the_band_the_page_prints(micro_audit):
+    """One audit is one run on one model: beside a finding the page prints the band pool A's runs fell in (lowest to
+    highest Wilson bound), and every run on pool B — documents the measurement never saw — lies inside it."""
+    _, printed = selfcheck.pooled_rates(micro_audit["A"])
+    runs, _ = selfcheck.pooled_rates(micro_audit["B"])
+    band = printed.set_index("method")
+    assert len(runs) == RUNS * band.shape[0]
+    for r in runs.itertuples():
+        b = band.loc[r.method]
+        assert b.fpr_band_low <= r.fpr <= b.fpr_band_high, (r.method, r.checkpoint, r.fpr, b.fpr_band_high)
+        assert b.recall_band_low <= r.recall <= b.recall_band_high, (r.method, r.checkpoint, r.recall)
+    # the band is the spread of single runs, wider than the pooled interval of all of them
+    assert (band.fpr_band_high >= band.fpr_high).all() and (band.fpr_band_low <= band.fpr_low).all()
+
+
+def test_a_checkpoint_outside_the_others_band_is_named():
+    """The held-out check can fail on what the self-check produces: a checkpoint whose MIA finds 1 of 18 members where
+    the others find 18 of 18 (pearl/m after 1 epoch did) lies outside the band printed without it."""
+    rows = []
+    for name, found in (("a", 18), ("b", 18), ("c", 17), ("undertrained", 1)):
+        rows += [{"checkpoint": name, "method": "MIA (loss)", "source": selfcheck.MIX, "member": True,
+                  "flagged": i < found} for i in range(18)]
+        rows += [{"checkpoint": name, "method": "MIA (loss)", "source": selfcheck.NULL, "member": False,
+                  "flagged": i < 2} for i in range(20)]
+    out = selfcheck.held_out(pd.DataFrame(rows)).set_index("checkpoint")
+    assert out.recall_within.to_dict() == {"a": True, "b": True, "c": True, "undertrained": False}
+    assert out.fpr_within.all() and out.recall_printed_low["undertrained"] > 0.7

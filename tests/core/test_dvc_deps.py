@@ -151,3 +151,14 @@ def test_prompt_folders_are_derived_from_the_method_groups(stages):
 
     with pytest.raises(ConfigError, match="requires.code is derived from the config"):
         required_models({"experiment_name": "x", "requires": {"code": ["prompts/pearl"]}})
+
+
+def test_where_runs_are_logged_and_cached_makes_nothing_stale(conf_repo, stages):
+    """The result-free groups (logger, cache, paths, hydra: memlab.keys.NON_RESULT_KEYS) are no stage's params:
+    a new W&B project or cache file reruns nothing."""
+    assert stale_after(conf_repo, "conf/logger/wandb.yaml", "project: memlab", "project: elsewhere") == set()
+    assert stale_after(conf_repo, "conf/cache/sqlite.yaml", "responses.sqlite", "other.sqlite") == set()
+    read = {f for s in stages.values() for entry in s.get("params", []) for f in entry}
+    assert not {f for f in read if f.split("/")[1] in ("logger", "cache", "paths", "hydra")}, read
+    # ...while a setting that does change results still does (the check above can fail)
+    assert "exp-pearl_mia" in stale_after(conf_repo, "conf/config.yaml", "\nseed: ", "\nseed: 1")

@@ -13,7 +13,7 @@ belongs to the layer of the longest prefix below that names it; a module may imp
     5 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
                     method never imports another method
     6 audit         audit -- the audit runs the methods
-    7 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench
+    7 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench, cli
     8 presentation  site
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("audit", ("memlab.audit",)),
     ("runner", ("memlab.run", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
                 "memlab.pipeline",
-                "memlab.summary", "memlab.reproduce", "memlab.bench")),
+                "memlab.summary", "memlab.reproduce", "memlab.bench", "memlab.cli")),
     ("presentation", ("memlab.site",)),
 ]
 

@@ -74,6 +74,22 @@ def test_sanity_check_passes_and_fails(check_id):
     assert ok.control
 
 
+# issue 49: RECAP ≥ DSP + Jailbreak ≥ DSP holds per book by construction, so these claims' inputs must respect it
+# (rows the pipeline can produce) and what is left to decide either way is DSP vs Prefix-Probing and the gains' size
+LADDER_CHECKS = ("recap_t3_feedback_keeps_best", "recap_t3_jailbreak_keeps_dsp")
+LADDER_CLAIMS = [i for i in JUDGED if i.startswith(("recap_t3_order", "recap_t3_jailbreak_gain", "recap_gain_over_dsp"))]
+
+
+@pytest.mark.parametrize("claim_id", LADDER_CLAIMS)
+@pytest.mark.parametrize("case", ["for", "against", "unclear"])
+def test_recap_ladder_claims_are_decided_on_rows_the_pipeline_can_produce(claim_id, case):
+    res = INPUTS[claim_id](case)
+    res.config = run_config(CLAIMS[claim_id].experiment, *OVERRIDES[claim_id])
+    for check_id in LADDER_CHECKS:
+        k = RULES[check_id](res, CLAIMS[check_id])
+        assert k.passed is True and k.value == 1.0, (claim_id, case, k.reason)
+
+
 def test_verdict_vocabulary():
     assert VERDICTS == ("reproduced", "contradicted", "inconclusive", "not testable here")
 

@@ -180,3 +180,35 @@ def test_method_modules_default_no_setting_of_conf(module):
              if ALIASES.get(method, {}).get(arg, arg) in keys
              and not (isinstance(default, ast.Constant) and default.value is None)]
     assert not found, f"{module}: literal defaults for keys of conf/method/{method}.yaml or its experiments: {found}"
+
+
+# values the YAML holds (params.min_k of pearl_mia and params.mia.min_k of the audit, n_resamples of recap's
+# method.bootstrap and pearl_mia's params) and the offline rule (a loader downloads only when the data or model
+# stage asks it to): no function of lib/memlab may default them (issue 48)
+def _config_valued_default(arg: str, default) -> bool:
+    import ast
+
+    value = default.value if isinstance(default, ast.Constant) else None
+    return ((arg in ("k", "min_k") and isinstance(value, float))
+            or (arg == "n_resamples" and value is not None)
+            or (arg == "download" and value is True))
+
+
+def test_lib_defaults_no_configured_value_and_loaders_are_offline():
+    import ast
+
+    lib = CONF_DIR.parent / "lib" / "memlab"
+    modules = sorted(lib.rglob("*.py"))
+    assert lib / "metrics" / "mia.py" in modules and lib / "data" / "sdists.py" in modules
+    found = [f"{p.relative_to(lib)}: {fn}({arg}={ast.unparse(d)})" for p in modules
+             for fn, arg, d in _signature_defaults(p) if _config_valued_default(arg, d)]
+    assert not found, f"defaults in code for values written in conf/ (or downloads by default): {found}"
+
+
+def test_the_scan_sees_each_kind_of_default(tmp_path):
+    """The scan above is not vacuous: each default it forbids is found in a module that has it."""
+    mod = tmp_path / "m.py"
+    mod.write_text("def a(ts, k: float = 0.2): ...\ndef b(*, n_resamples=1000): ...\ndef c(x, download=True): ...\n"
+                   "def d(ts, k: int = 5, n_resamples=None, download=False): ...\n")
+    hits = [(fn, arg) for fn, arg, d in _signature_defaults(mod) if _config_valued_default(arg, d)]
+    assert hits == [("a", "k"), ("b", "n_resamples"), ("c", "download")]

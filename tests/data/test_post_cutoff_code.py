@@ -135,7 +135,7 @@ def test_top_level_units_skip_nested_and_assignments():
 def test_real_post_cutoff_code_is_pinned_and_large_enough(repo_root):
     from memlab.data.corpora import load_corpus
 
-    docs = load_corpus("post_cutoff_code")
+    docs = load_corpus("post_cutoff_code", download=True)  # the data stage's download, once
     pins, cfg = read_pins()
     assert len(docs) >= 40 and len({d.id for d in docs}) == len(docs) == len({d.sha256 for d in docs})
     assert {d.meta["package"] for d in docs} == {p.name for p in pins} and 5 <= len(pins) <= 10

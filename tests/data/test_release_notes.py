@@ -86,7 +86,7 @@ def test_split_passages_lengths():
 def test_real_release_notes_are_post_2024_with_sha256(repo_root):
     from memlab.data.corpora import load_corpus
 
-    docs = load_corpus("release_notes")
+    docs = load_corpus("release_notes", download=True)  # the data stage's download, once
     pins, cfg = read_pins()
     assert len(docs) >= 60
     assert len({d.id for d in docs}) == len(docs)

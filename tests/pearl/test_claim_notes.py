@@ -62,3 +62,34 @@ def test_members_grow_is_contradicted_when_non_members_rise_too():
     f = RULES["pearl_epochs_members_grow"](res, CLAIMS["pearl_epochs_members_grow"])
     assert f.verdict == "contradicted", f.reason
     assert "non-members 0/100 → 40/100" in f.reason
+
+
+def _last_epoch(members: tuple[int, int], nonmembers: tuple[int, int]) -> StudyResult:
+    """pearl_scores at epochs 0 and 10 with (flagged, n) members and non-members at epoch 10 (none flagged at 0)."""
+    rows = []
+    for split, (k, n) in (("member", members), ("nonmember", nonmembers)):
+        rows += [{"kind": "bitflip", "epoch": e, "split": split, "doc_id": f"{split}{i}", "half": "evaluation",
+                  "sensitivity": 0.5 if e == 10 and i < k else 0.05} for e in (0, 10) for i in range(n)]
+    res = StudyResult(tables={"pearl_scores": pd.DataFrame(rows)})
+    res.config = compose("pearl_epochs", ["logger=null"])
+    return res
+
+
+def test_members_vs_nonmembers_reproduces_the_papers_own_numbers():
+    """Issue 49: the paper's Fig. 4 (a) at its n (22.5 % of 1000 members vs 2.0 % of 1000 non-members) reproduces;
+    the member − 10 × non-member test it replaces left these very numbers undecided."""
+    claim = CLAIMS["pearl_epochs_members_vs_nonmembers"]
+    f = RULES[claim.id](_last_epoch((225, 1000), (20, 1000)), claim)
+    assert f.verdict == "reproduced", f.reason
+    assert "member − non-member share +0.21 [+0.18, +0.23]" in f.reason and f.n_needed is None
+    assert "sized after seeing 0 of 40" in " ".join(RULES[claim.id].__doc__.split())
+
+
+def test_members_vs_nonmembers_reversed_contradicts_and_few_documents_stay_open():
+    claim = CLAIMS["pearl_epochs_members_vs_nonmembers"]
+    reversed_ = RULES[claim.id](_last_epoch((20, 1000), (225, 1000)), claim)
+    assert reversed_.verdict == "contradicted", reversed_.reason
+    few = RULES[claim.id](_last_epoch((2, 8), (0, 8)), claim)
+    assert few.verdict == "inconclusive" and few.n_needed > few.our_n, few.reason
+    # ours: 25 of 36 members, 0 of 66 non-members; one flagged non-member no longer flips the verdict
+    assert RULES[claim.id](_last_epoch((25, 36), (1, 66)), claim).verdict == "reproduced"

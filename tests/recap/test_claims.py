@@ -59,11 +59,22 @@ def test_jailbreak_without_refusals_is_not_testable():
     assert f.verdict == "not testable here" and "no DSP output" in f.reason and "memlab.run" in f.reason
 
 
+def no_gain(b: pd.DataFrame, method: str = "recap") -> pd.DataFrame:
+    """``b`` with ``method`` set to DSP's score on every book: no gain at all, which the pipeline can produce (its
+    loop accepts no re-attempt), unlike a method below DSP."""
+    dsp = b[b.method == "dsp"].set_index(["target", "book"]).rouge_l
+    rows = b.method == method
+    b = b.copy()
+    b.loc[rows, "rouge_l"] = dsp.loc[list(zip(b[rows].target, b[rows].book))].to_numpy()
+    return b
+
+
 def test_each_scope_judges_its_own_targets():
-    """The off-the-shelf models gain, the aligned target loses: each claim sees only its scope's targets, and the
-    base tiny model (ground_truth_base) is judged by neither."""
+    """The off-the-shelf models gain, the aligned target gains nothing: each claim sees only its scope's targets,
+    and the base tiny model (ground_truth_base) is judged by neither."""
     off = books({"copyrighted": LADDER})
-    aligned = books({"copyrighted": {**LADDER, "recap": 0.05}}, targets=(ALIGNED,), seed=1)
+    aligned = no_gain(books({"copyrighted": {**LADDER, "dsp_jb": 0.30}}, targets=(ALIGNED,), seed=1), "dsp_jb")
+    aligned = no_gain(aligned)
     base = books({"copyrighted": {**LADDER, "recap": 0.99}}, targets=("tiny-neox-kjv",), seed=2)
     res = result({"book_scores": pd.concat([off, aligned, base])})
     f = judge("recap_gain_over_dsp", res)
@@ -79,16 +90,36 @@ def test_a_gain_that_does_not_clear_its_floor_is_not_reproduced():
     assert f.verdict == "inconclusive" and "does not clear" in f.reason
     # the same gain with a floor beneath it is a gain
     assert judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": LADDER})})).verdict == "reproduced"
-    # no gain at all, far below its floor: no n would decide, so none is named (the floor's n is not the gain's)
-    b = books({"copyrighted": {**LADDER, "echo_fb": 0.7}})
-    dsp = b[b.method == "dsp"].set_index(["target", "book"]).rouge_l
-    recap = b.method == "recap"
-    b.loc[recap, "rouge_l"] = dsp.loc[list(zip(b[recap].target, b[recap].book))].to_numpy()   # RECAP = DSP per book
-    f = judge("recap_gain_over_dsp", result({"book_scores": b}))
-    assert f.verdict == "inconclusive" and f.n_needed is None
+    # no gain at all (RECAP = DSP on every book, as when the loop accepts nothing): below the least gain tested,
+    # so contradicted whatever the floor (issue 49: a gain ≥ 0 by construction is judged on its size)
+    flat = no_gain(books({"copyrighted": {**LADDER, "echo_fb": 0.7}}))
+    f = judge("recap_gain_over_dsp", result({"book_scores": flat}))
+    assert f.verdict == "contradicted" and f.our_value == 0 and f.n_needed is None
     # no floor measured: the gain cannot be judged above it
     no_floor = books({"copyrighted": {k: v for k, v in LADDER.items() if not k.startswith("echo")}})
     assert judge("recap_gain_over_dsp", result({"book_scores": no_floor})).verdict == "not testable here"
+
+
+@pytest.mark.parametrize("claim_id", ["recap_gain_over_dsp", "recap_t3_jailbreak_gain"])
+def test_a_gain_that_holds_by_construction_is_judged_on_its_size(claim_id):
+    """Issue 49: the gainer ≥ DSP on every book, so its direction cannot fail; a gain of ~3 % (RECAP and DSP + JB
+    0.01 above DSP 0.30 on every book) is below the least gain tested (10 %): contradicted, though positive on every
+    book; a gain of 33 % or more is reproduced."""
+    small = books({"copyrighted": {**LADDER, "dsp_jb": 0.31, "recap": 0.31}}, sd=0.0)
+    f = judge(claim_id, result({"book_scores": small, "refusals": refusals(0.5)}))
+    assert f.verdict == "contradicted" and 0 < f.our_value < 0.10, f.reason
+    assert "above 0 iff the gain exceeds 10%" in f.reason
+    big = judge(claim_id, result({"book_scores": books({"copyrighted": LADDER}), "refusals": refusals(0.5)}))
+    assert big.verdict == "reproduced" and big.our_value > 0.10, big.reason
+
+
+def test_order_is_contradicted_only_by_dsp_below_prefix_probing():
+    """The two ladder steps can only hold or stay open (≥ by construction); Prefix-Probing above DSP contradicts."""
+    tie = no_gain(no_gain(books({"copyrighted": LADDER}), "dsp_jb"))      # RECAP = DSP + JB = DSP, all above prefix
+    f = judge("recap_t3_order", result({"book_scores": tie}))
+    assert f.verdict == "inconclusive" and "(≥ 0 by construction)" in f.reason, f.reason
+    f = judge("recap_t3_order", result({"book_scores": books({"copyrighted": {**LADDER, "prefix": 0.5}})}))
+    assert f.verdict == "contradicted", f.reason
 
 
 def test_two_books_a_target_cannot_decide_even_when_every_book_agrees():
@@ -166,30 +197,99 @@ def test_feedback_one_round_members_only_and_not_testable_cases():
     assert f.verdict == "not testable here" and "only 1 of 27 events" in f.reason
 
 
+def passages(by_cat: dict, *, targets=TARGETS, n_books: int = 8, split=None, suffix: str = "") -> pd.DataFrame:
+    """book_scores with RECAP's passages per book ({category: passages on each book}); DSP + JB finds none."""
+    return pd.DataFrame([{"target": t, "category": cat, "book": f"{cat}/{b}{suffix}", "split": split, "method": m,
+                          "rouge_l": 0.2, "events": 2, "passages_m5": k if m == "recap" else 0}
+                         for t in targets for cat, k in by_cat.items() for b in range(n_books)
+                         for m in ("dsp_jb", "recap")])
+
+
 def test_no_contamination_needs_a_positive_control():
-    flat = books({"public_domain": {"dsp_jb": 0.3, "recap": 0.3},
-                  "non_training": {"dsp_jb": 0.1, "recap": 0.1, "echo_fb": 0.3}}, sd=0.0)
-    f = judge("recap_feedback_no_contamination", result({"book_scores": flat}))
+    """A run in which RECAP finds no passage on any training book would pass "none on non-training books" trivially."""
+    f = judge("recap_feedback_no_contamination", result({"book_scores": passages({"public_domain": 0,
+                                                                                   "non_training": 0})}))
     assert f.verdict == "not testable here" and "no positive control" in f.reason
 
 
+def test_no_contamination_decides_on_passages_not_rouge():
+    """The paper's quantity is passages per book: RECAP far above DSP + JB in ROUGE-L on non-training books without a
+    single passage is not contamination; one passage per book is at the margin (not below it); 3 are above it."""
+    def run(nt):
+        b = passages({"public_domain": 20, "non_training": nt})
+        b.loc[(b.category == "non_training") & (b.method == "recap"), "rouge_l"] = 0.9
+        return judge("recap_feedback_no_contamination", result({"book_scores": b}))
+    assert run(0).verdict == "reproduced"
+    at_margin = run(1)
+    assert at_margin.verdict == "inconclusive" and at_margin.our_value == 1.0
+    assert run(3).verdict == "contradicted"
+
+
+def test_no_contamination_is_guarded_by_the_exact_sign_flip_test():
+    """Two non-training books with no passage give a bootstrap interval [0, 0] below 1, but no sign pattern of two
+    differences reaches p < 0.025: inconclusive, and the n it needs is at least what the test needs."""
+    f = judge("recap_feedback_no_contamination", result({"book_scores": passages(
+        {"public_domain": 20, "non_training": 0}, targets=TARGETS[:1], n_books=2)}))
+    assert f.verdict == "inconclusive" and "cannot reach the sign-flip level" in f.reason
+    assert f.n_needed is None or f.n_needed >= 7
+
+
 def test_no_contamination_counts_held_out_books_as_non_training():
-    """On the aligned target, books known to be outside its training set join the release notes: RECAP above its
-    floor on them is contamination, even where the release notes stay clean."""
-    def rows(held_recap):
-        member = books({"public_domain": {"dsp_jb": 0.3, "recap": 0.5}}, targets=(ALIGNED,)).assign(split="member")
-        held = books({"public_domain": {"dsp_jb": 0.1, "recap": held_recap, "echo_fb": 0.3}}, targets=(ALIGNED,),
-                     seed=1).assign(split="nonmember", book=lambda d: d.book + "-held")
-        notes = books({"non_training": {"dsp_jb": 0.1, "recap": 0.1, "echo_fb": 0.3}}, targets=(ALIGNED,), seed=2,
-                      n_books=2)
+    """On the aligned target, books known to be outside its training set join the release notes: passages found on
+    them are contamination, even where the release notes stay clean."""
+    def rows(held_passages):
+        member = passages({"public_domain": 20}, targets=(ALIGNED,), split="member")
+        held = passages({"public_domain": held_passages}, targets=(ALIGNED,), split="nonmember", suffix="-held")
+        notes = passages({"non_training": 0}, targets=(ALIGNED,), n_books=2)
         return pd.concat([member, held, notes])
-    assert judge("recap_feedback_no_contamination_aligned", result({"book_scores": rows(0.1)})).verdict == "reproduced"
-    f = judge("recap_feedback_no_contamination_aligned", result({"book_scores": rows(0.9)}))
-    assert f.verdict == "contradicted" and "RECAP − its floor on non-training books +0.4" in f.reason
+    assert judge("recap_feedback_no_contamination_aligned", result({"book_scores": rows(0)})).verdict == "reproduced"
+    f = judge("recap_feedback_no_contamination_aligned", result({"book_scores": rows(4)}))
+    assert f.verdict == "contradicted" and f.our_value == 4.0 and "on 10 books" in f.reason
 
 
 def test_filter_hybrid_without_memorization_scores_is_not_testable():
     assert judge("recap_filter_hybrid", result({"filter_tradeoff": pd.DataFrame()})).verdict == "not testable here"
+
+
+def _filter_inputs(hybrid_noise: float, rouge_noise: float, n_books: int = 40, per_book: int = 5):
+    """filter_events (as the study writes them) where the hybrid score and ROUGE-L each track the loop's gain but
+    replace a share (``*_noise``) of the events' scores with noise; cosine is noise."""
+    rng = np.random.default_rng(0)
+    n = n_books * per_book
+    gain = rng.uniform(0, 0.4, n)
+
+    def signal(share):
+        x = gain.copy()
+        swap = rng.random(n) < share
+        x[swap] = rng.uniform(0, 0.4, swap.sum())
+        return x
+    ev = pd.DataFrame({"target": TARGETS[0], "book": [f"b{i // per_book}" for i in range(n)], "split": None,
+                       "feedback_calls": 2, "recap": 0.3 + gain, "dsp_jb": 0.3, "hybrid": signal(hybrid_noise),
+                       "rouge_l": signal(rouge_noise), "cosine": rng.uniform(0, 0.4, n)})
+    tr = pd.DataFrame([{"signal": "hybrid", "threshold": t, "queries_saved": 0.5, "rouge_l_filtered": 0.4,
+                        "rouge_l_unfiltered": 0.5} for t in (0.1, 0.2, 0.3)])
+    return {"filter_tradeoff": tr, "filter_events": ev}
+
+
+def test_filter_hybrid_needs_to_beat_the_others_by_the_margin():
+    """A hybrid that ranks events as well as ROUGE-L does is a tie, and a tie is no "best": contradicted, as is a
+    hybrid worse than ROUGE-L; one that ranks them much better than both others clears δ = 0.02: reproduced."""
+    tie = judge("recap_filter_hybrid", result(_filter_inputs(0.0, 0.0)))
+    assert tie.verdict == "contradicted" and "hybrid − rouge_l +0.000" in tie.reason and "margin +0.02" in tie.reason
+    assert judge("recap_filter_hybrid", result(_filter_inputs(0.8, 0.0))).verdict == "contradicted"
+    assert judge("recap_filter_hybrid", result(_filter_inputs(0.0, 0.8))).verdict == "reproduced"
+
+
+def test_filter_hybrid_resamples_books_not_events():
+    """Events of one book are one unit: 40 events in 2 books decide nothing that 40 books would, and a table without
+    the book column (a run before issue 49) cannot be judged."""
+    few = judge("recap_filter_hybrid", result(_filter_inputs(0.0, 0.8, n_books=2, per_book=20)))
+    assert few.verdict == "inconclusive" and few.our_n == 2 and "of 2 (target, book) pairs" in few.setting
+    assert "cannot decide (needs ≥ 7)" in few.reason
+    old = _filter_inputs(0.0, 0.8)
+    old["filter_events"] = old["filter_events"].drop(columns="book")
+    f = judge("recap_filter_hybrid", result(old))
+    assert f.verdict == "not testable here" and "no book column" in f.reason
 
 
 def full_result() -> StudyResult:

@@ -176,3 +176,98 @@ def test_sweep_summary_is_logged_to_wandb_in_the_experiments_group(swept, tmp_pa
     logged = b"".join(p.read_bytes() for p in offline.rglob("*.wandb"))
     assert b"sweep/table" in logged and b"sweep/figure" in logged
     assert b"pearl_mia/sweeps/" + sweep_id(OVERRIDES).encode() in logged and b"pearl_mia" in logged
+
+
+SEEDS = ["experiment=memorization_curve", "seed=0,1,2"]
+
+
+def _curve_point(results: Path, point: list[str], member_exact: int, started: str = "2030-01-01T00:00:00+00:00"):
+    """A memorization_curve run folder as the runner leaves it: count and rate of each size's exact continuations
+    (the same result twice) and run.json's start."""
+    folder = results / "memorization_curve" / run_key(point)
+    folder.mkdir(parents=True)
+    metrics = {"last_epoch": 40, "n_probes": 50}
+    for size, shift in (("m", 0), ("l", 3)):
+        metrics |= {f"{size}/member/last_epoch_exact": member_exact + shift,
+                    f"{size}/member/last_epoch_rate": (member_exact + shift) / 50,
+                    f"{size}/nonmember/last_epoch_exact": 0, f"{size}/nonmember/last_epoch_rate": 0.0}
+    (folder / "metrics.json").write_text(json.dumps(metrics, sort_keys=True))
+    (folder / "run.json").write_text(json.dumps({"started": started, "key": run_key(point)}))
+    return folder
+
+
+def test_a_seed_sweep_shows_each_draw_and_their_spread_on_categorical_ticks_and_each_rate_once(tmp_path):
+    """`-m experiment=memorization_curve seed=0,1,2`: seeds are draws, not an axis — one tick per seed plus their
+    mean ± range, points never joined by a line; a count and its rate (`_exact`, `_rate`) are one panel (the rate)."""
+    from memlab.sweeps import sweep_figure
+
+    results = tmp_path / "results"
+    _, points = expand(SEEDS)
+    for point, exact in zip(points, (40, 44, 47)):
+        _curve_point(results, point, exact)
+    out = summarize(results, "memorization_curve", SEEDS)
+    fig, caption, why = sweep_figure(pd.read_csv(out / "sweep.csv"), ["seed"])
+    assert why == "" and [ax.get_ylabel() for ax in fig.axes] == ["l/member/last_epoch_rate",
+                                                                  "m/member/last_epoch_rate"]
+    bottom = fig.axes[-1]
+    assert [t.get_text() for t in bottom.get_xticklabels()] == ["0", "1", "2", "mean ± range"]
+    assert bottom.get_xlabel() == "seed"
+    lines = [line for line in bottom.get_lines() if len(line.get_xdata()) > 1]
+    assert lines and all(line.get_linestyle() == "None" for line in lines)  # no trend line across seeds
+    mean = [line for line in bottom.get_lines() if line.get_marker() == "D"]  # the bottom panel is size m's
+    assert [list(line.get_ydata()) for line in mean] == [pytest.approx([(40 + 44 + 47) / 3 / 50])]
+    assert "mean ± range" in caption and "3 of 3 points ran" in caption
+    assert json.loads((out / "sweep.json").read_text())["caption"] == caption
+
+
+def test_a_numeric_key_keeps_its_axis_and_a_swept_seed_becomes_its_spread_names_are_categories():
+    from memlab.sweeps import layout
+
+    table = pd.DataFrame({"method.alpha": ["0.1", "0.1", "0.3", "0.3"], "seed": ["0", "1", "0", "1"],
+                          "ran": True, "status": "ran", "auc": [0.5, 0.6, 0.7, 0.9]})
+    lay = layout(table, ["method.alpha", "seed"])
+    assert (lay["x"], lay["seed"], lay["mode"], lay["ticks"]) == ("method.alpha", "seed", "spread",
+                                                                  {"0.1": 0.1, "0.3": 0.3})
+    models = table.assign(model=["tiny", "tiny", "gemma", "gemma"])
+    lay = layout(models, ["model", "method.alpha"])
+    assert (lay["mode"], lay["ticks"], lay["series"]) == ("points", {"tiny": 0, "gemma": 1}, ["method.alpha"])
+    assert layout(table, ["method.alpha"])["mode"] == "line"
+
+
+def test_one_point_with_numbers_is_no_claim_that_nothing_varies(tmp_path):
+    """Seeds 1 and 2 failed: one point produced numbers, which shows neither that a metric varies nor that none
+    does; the caption says how many points ran and why the others are not shown."""
+    results = tmp_path / "results"
+    _, points = expand(SEEDS)
+    _curve_point(results, points[0], 40)
+    for point in points[1:]:
+        (results / "memorization_curve" / f"{run_key(point)}.failed").mkdir(parents=True)
+    out = summarize(results, "memorization_curve", SEEDS)
+    meta = json.loads((out / "sweep.json").read_text())
+    assert "no metric varies" not in meta["caption"] and meta["degenerate"] == meta["caption"]
+    assert meta["caption"] == ("only 1 of 3 points produced numbers (seed=1: failed; seed=2: failed): nothing to "
+                               "compare")
+    assert meta["missing"] == 2 and meta["failed"] == 2 and not (out / "sweep.png").exists()
+
+
+def test_a_point_that_failed_in_this_sweep_never_shows_an_older_runs_numbers(tmp_path):
+    """Seed 2 ran well last week and failed in this sweep (the runner kept `<key>.failed/` and left last week's
+    folder untouched); seed 1 was not run by this sweep at all (its folder is older than the sweep). Neither shows
+    the old numbers: their rows are failed / stale with no metric, and one point is left: nothing to compare."""
+    import time
+
+    results = tmp_path / "results"
+    _, points = expand(SEEDS)
+    since = time.time()
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(since + 1))
+    _curve_point(results, points[0], 40, started=now)
+    _curve_point(results, points[1], 44, started="2020-01-01T00:00:00+00:00")
+    old = _curve_point(results, points[2], 47, started="2020-01-01T00:00:00+00:00")
+    (old.parent / f"{old.name}.failed").mkdir()
+    out = summarize(results, "memorization_curve", SEEDS, since=since)
+    table = pd.read_csv(out / "sweep.csv")
+    assert list(table["status"]) == ["ran", "stale", "failed"] and list(table["ran"]) == [True, False, False]
+    exact = table["m/member/last_epoch_exact"]
+    assert exact[0] == 40 and exact[1:].isna().all()
+    meta = json.loads((out / "sweep.json").read_text())
+    assert meta["caption"].startswith("only 1 of 3 points produced numbers (seed=1: stale; seed=2: failed)")

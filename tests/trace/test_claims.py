@@ -122,6 +122,42 @@ def test_capability_gap_value_is_the_ratio():
     assert 2.5 < f.our_value < 3.6
 
 
+def prompt_scores(generic: float, specific: float, *, n: int = 20) -> StudyResult:
+    """prompt_scores of the tiny model: per template prompt its nv_recall ≈ the given means, no verbatim match;
+    prefix prompts matched in full (as they are cut from the training set)."""
+    rng = np.random.default_rng(0)
+    rows = [{"model": TINY, "corpus": "training set", "setting": s, "i": i,
+             "nv_recall": float(np.clip(mu + rng.normal(0, 0.02), 0, 1)), "full_match": 0.0}
+            for s, mu in (("generic", generic), ("specific", specific)) for i in range(n)]
+    rows += [{"model": TINY, "corpus": "training set", "setting": "prefix", "i": i, "nv_recall": 1.0,
+              "full_match": 1.0} for i in range(n)]
+    return StudyResult(tables={"prompt_scores": pd.DataFrame(rows)})
+
+
+def test_prompt_overlap_judges_only_the_step_that_can_fail():
+    """Prefix prompts match the training set in full by construction: the claim is the generic → specific step on
+    average nv_recall (the real run's 0.036 → 0.011 is a fall), and the prefix share is a sanity check."""
+    rules_for("trace_")
+    assert {c.id for c in load_claims("trace_capability_propensity", kind="sanity")} >= {"propme_prefix_prompts_in_corpus"}
+    up, down = judge("propme_prompt_overlap", prompt_scores(0.03, 0.10)), judge("propme_prompt_overlap",
+                                                                                prompt_scores(0.036, 0.011))
+    assert up.verdict == "reproduced" and down.verdict == "contradicted" and down.our_value < 0
+    assert "prefix 20/20" in up.reason and "not tested" in up.reason
+    f = judge("propme_prompt_overlap", capability(prefix=0.9, generic=0.15, specific=0.2))   # a run before issue 49
+    assert f.verdict == "not testable here" and "prompt_scores" in f.reason
+
+
+def test_prefix_prompts_in_corpus_checks_every_model_and_shows_the_templates_as_control():
+    ok = judge("propme_prefix_prompts_in_corpus", capability(prefix=0.9, generic=0.15, specific=0.2))
+    assert ok.passed and ok.value == 1.0 and ok.control_value == 0.0
+    res = capability(prefix=0.9, generic=0.15, specific=0.2)
+    po = res.tables["prompt_overlap"]
+    po.loc[po.setting == "prefix", "verbatim_matched_fraction"] = 0.95      # one prefix prompt of 20 not found
+    broken = judge("propme_prefix_prompts_in_corpus", res)
+    assert not broken.passed and "19 of 20" in broken.reason
+    assert not judge("propme_prefix_prompts_in_corpus", StudyResult(tables={})).passed
+
+
 # -- training stages -----------------------------------------------------------------------------------------------
 def stages(a: list[float], b: list[float], *, n: int = 20, seed: int = 0) -> StudyResult:
     """Prefix NVR per stage (stage0, stage1, ...) for corpora A and B; the same prompts (i) at every stage."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import pandas as pd
 import pytest
 
 from memlab.errors import MemlabError
@@ -72,7 +73,15 @@ def test_prompt_sets_and_overlap_ordering(corpus, tokenizer, sa_index, tmp_path)
     assert all(p.prompt_token_ids and p.reference_ids for p in sets["prefix"])
     # 16-token prefixes of this tiny tokenizer are a few words: below the experiments' 8-word full-match floor
     tracer = replace(method_config("trace"), min_full_match_words=1).tracer(sa_index, tokenizer)
-    rows = {r["setting"]: r for r in prompt_overlap(tracer, sets, n_tokens=32, nv_recall_threshold=0.5)}
+    per_prompt: list = []
+    rows = {r["setting"]: r for r in prompt_overlap(tracer, sets, n_tokens=32, nv_recall_threshold=0.5,
+                                                    per_prompt=per_prompt)}
+    # the per-prompt rows (the claims' bootstrap units) average to the table's values
+    per = pd.DataFrame(per_prompt)
+    assert len(per) == 36 and per.groupby("setting").i.max().eq(11).all()
+    for s, g in per.groupby("setting"):
+        assert g.nv_recall.mean() == pytest.approx(rows[s]["avg_nv_recall"])
+        assert g.full_match.mean() == pytest.approx(rows[s]["verbatim_matched_fraction"])
     for s in ("generic", "specific"):
         assert rows[s]["avg_nv_recall"] < rows["prefix"]["avg_nv_recall"]
         assert rows[s]["verbatim_matched_fraction"] < rows["prefix"]["verbatim_matched_fraction"]

@@ -26,10 +26,16 @@ class Rates:
     nonmembers_flagged: int | None
     nonmembers: int | None
     run: str                      # the zoo run the rates come from, or why there are none
+    recall_band: tuple[float, float] | None = None   # the band one audit's rate took across zoo models, printed
+    fpr_band: tuple[float, float] | None = None      # instead of the pooled Wilson interval (audit_selfcheck)
 
     def row(self) -> dict:
         rec, rec_lo, rec_hi = share(self.members_flagged, self.members)
         fpr, fpr_lo, fpr_hi = share(self.nonmembers_flagged, self.nonmembers)
+        if rec is not None and self.recall_band is not None:
+            rec_lo, rec_hi = self.recall_band
+        if fpr is not None and self.fpr_band is not None:
+            fpr_lo, fpr_hi = self.fpr_band
         flagged = (self.members_flagged or 0) + (self.nonmembers_flagged or 0)
         prec = self.members_flagged / flagged if rec is not None and fpr is not None and flagged else None
         return {"gt_rule": self.rule, "gt_recall": rec, "gt_recall_low": rec_lo, "gt_recall_high": rec_hi,
@@ -49,14 +55,47 @@ def missing(rule: str, why: str) -> Rates:
     return Rates(rule, None, None, None, None, why)
 
 
+ZOO_RATES = Path(__file__).resolve().parent / "zoo_rates"   # the committed copy `make reproduce` writes (ship)
+SHIPPED_TABLES = {"audit_selfcheck": ["selfcheck_rates.csv"], "trace_validation": ["validation.csv", "negative_control.csv"]}
+
+
 def _run(results: Path, experiment: str) -> tuple[Path | None, str]:
+    """The run the rates come from: this folder's ``results/<experiment>/default``, else the copy shipped with the
+    package (an installed ``memlab`` run outside a checkout), else why there is none."""
     folder = results / experiment / "default"
     info = folder / "run.json"
-    if not info.exists():
-        return None, (f"not measured: results/{experiment}/default has no run (make reproduce, or "
-                      f"python -m memlab.run experiment={experiment})")
-    meta = json.loads(info.read_text())
-    return folder, f"{experiment} [{meta.get('key', 'default')}] at {str(meta.get('commit') or '?')[:7]}"
+    if info.exists():
+        meta = json.loads(info.read_text())
+        return folder, f"{experiment} [{meta.get('key', 'default')}] at {str(meta.get('commit') or '?')[:7]}"
+    shipped = ZOO_RATES / experiment
+    if (shipped / "source.json").exists():
+        src = json.loads((shipped / "source.json").read_text())
+        return shipped, f"{experiment} as shipped with memlab (make reproduce: {src['lock']})"
+    return None, (f"not measured: results/{experiment}/default has no run (make reproduce, or "
+                  f"python -m memlab.run experiment={experiment})")
+
+
+def ship(root: Path, dest: Path = ZOO_RATES) -> list[Path]:
+    """Copy the tables the audit reads its ground truth from (:data:`SHIPPED_TABLES`) out of the checkout's default
+    runs into ``dest`` (committed: the installed command prints them without the zoo), each named by the md5 its
+    stage's ``tables`` output has in dvc.lock (CI checks the copy is what a clean ``make reproduce`` gives)."""
+    import yaml
+
+    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    written = []
+    for experiment, names in SHIPPED_TABLES.items():
+        tables = f"results/{experiment}/default/tables"
+        outs = {o["path"]: o.get("md5") for o in (lock.get(f"exp-{experiment}") or {}).get("outs", [])}
+        if tables not in outs or not all((root / tables / n).exists() for n in names):
+            continue
+        out = dest / experiment / "tables"
+        out.mkdir(parents=True, exist_ok=True)
+        for n in names:
+            (out / n).write_bytes((root / tables / n).read_bytes())
+        (dest / experiment / "source.json").write_text(json.dumps({"experiment": experiment, "lock": f"{tables} "
+                                                                   f"{outs[tables][:12]}"}) + "\n")
+        written += [out / n for n in names] + [dest / experiment / "source.json"]
+    return written
 
 
 def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
@@ -66,11 +105,18 @@ def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
     if folder is None:
         return {"": missing("the audit's own rule, blind on the zoo", run)}
     df = pd.read_csv(folder / "tables" / "selfcheck_rates.csv")
-    return {r.method: Rates(f"the audit's own rule and control, blind on zoo checkpoints (KJV text); one audit's "
-                            f"recall ranged {r.recall_runs_min:.2f}–{r.recall_runs_max:.2f}, its FPR "
-                            f"{r.fpr_runs_min:.2f}–{r.fpr_runs_max:.2f} across them",
-                            int(r.recall_k), int(r.recall_n), int(r.fpr_k), int(r.fpr_n), run)
+    return {r.method: Rates(f"the audit's own rule and control, blind on {r.checkpoints} zoo checkpoints (KJV text): "
+                            f"pooled rates, and beside them the band one audit's rate lay in across those models "
+                            f"(lowest to highest Wilson bound; one audit's recall ranged {r.recall_runs_min:.2f}–"
+                            f"{r.recall_runs_max:.2f}, its FPR {r.fpr_runs_min:.2f}–{r.fpr_runs_max:.2f})",
+                            int(r.recall_k), int(r.recall_n), int(r.fpr_k), int(r.fpr_n), run,
+                            recall_band=_band(r.recall_band_low, r.recall_band_high),
+                            fpr_band=_band(r.fpr_band_low, r.fpr_band_high))
             for r in df.itertuples()}
+
+
+def _band(low, high) -> tuple[float, float] | None:
+    return None if pd.isna(low) or pd.isna(high) else (float(low), float(high))
 
 
 def lookup(rates: dict[str, Rates], method: str) -> Rates:

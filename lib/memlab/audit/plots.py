@@ -3,12 +3,15 @@ false-positive rate on the tiny ground-truth zoo at the same rule (right); every
 
 from __future__ import annotations
 
+import re
+
 CAPTION = ("Left: share of documents (PEARL, MIA), books (RECAP) or generations (SimpleTrace) that each method "
            "flags on the model under test, Wilson 95 % intervals, n per row in the audit table; 'known-unseen' rows "
            "are the method's false-positive rate on this model, and a row judged against one is shown with that control's "
            "rate (grey); rows with no same-domain control are not judged (no marker). Right: the audit's own "
-           "procedure run blind on zoo checkpoints whose training set is known (audit_selfcheck): recall on members "
-           "and FPR on non-members at the same rule; no marker = not measured.")
+           "procedure run blind on zoo checkpoints whose training set is known (audit_selfcheck; SimpleTrace: "
+           "trace_validation): recall on members and FPR on non-members at the same rule; where that run is missing "
+           "the panel says 'not measured' and which run makes it.")
 
 SELFCHECK_CAPTION = ("The audit run blind on zoo checkpoints whose training set is known: per method, the share of "
                      "members it flags (recall) and of non-members it flags (FPR) in the judged sources, pooled over "
@@ -37,15 +40,36 @@ def findings(summary, model: str):
         a.set_xlabel("share (Wilson 95 % interval)")
         a.set_title(title, fontsize=9)
         a.grid(axis="x", alpha=0.3)
-    if rows.gt_recall.isna().all() and rows.gt_fpr.isna().all():
-        gt.text(0.5, 0.5, "not measured:\nrun make reproduce\n(audit_selfcheck)", ha="center", va="center",
-                transform=gt.transAxes, fontsize=9, color="0.4")
-    else:
-        gt.legend(fontsize=7, loc="lower right")
+    _not_measured(gt, y, rows)
     if "control_value" in rows and rows.control_value.notna().any():
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def _not_measured(ax, y, rows) -> None:
+    """Say in words where the ground truth was not measured: across the panel when no row has it, else on each row
+    without it — never a blank panel or a blank row."""
+    import pandas as pd
+
+    missing = (pd.to_numeric(rows.gt_recall, errors="coerce").isna()
+               & pd.to_numeric(rows.gt_fpr, errors="coerce").isna()).to_numpy()
+    if missing.all():
+        ax.text(0.5, 0.5, "not measured —\n" + "\n".join(dict.fromkeys(map(not_measured, rows.gt_run))),
+                ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.4", wrap=True)
+        return
+    for yi, why in zip(y[missing], rows.gt_run[missing]):
+        ax.text(0.5, yi, f"not measured — {not_measured(why)}", ha="center", va="center", fontsize=6, color="0.4")
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def not_measured(why) -> str:
+    """What to run for a missing ground truth, from the row's ``gt_run`` (:func:`memlab.audit.ground_truth._run`
+    names the run folder it looked for): "run `make reproduce` (audit_selfcheck)", else the reason as given."""
+    found = re.search(r"results/([\w.-]+)/default has no run", str(why))
+    if found:
+        return f"run `make reproduce` ({found.group(1)})"
+    return str(why).removeprefix("not measured: ") if isinstance(why, str) else "no zoo run"
 
 
 def selfcheck(rates):

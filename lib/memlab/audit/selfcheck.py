@@ -23,7 +23,7 @@ from memlab.audit import decide, judge
 from memlab.audit.study import AuditParams
 from memlab.errors import ConfigError
 from memlab.methods.pearl.engine import PearlConfig
-from memlab.metrics.intervals import mover_contrast, wilson
+from memlab.metrics.intervals import wilson
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -143,24 +143,39 @@ def recap_blind(recap, p: AuditParams, catalog, check_: RecapCheck, out_dir: Pat
                          "flagged": (books[col] >= 1).to_numpy(), "member": (books.split == "member").to_numpy()})
 
 
+def pooled_rates(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per checkpoint, and pooled per method: recall and FPR with n and Wilson intervals; the pooled rows also hold
+    the range one audit's rate took across checkpoints (``*_runs_min/max``) and the band the page prints beside a
+    finding (``*_band_low/high``: the lowest Wilson bound to the highest over checkpoints — one audit is one run on
+    one model, so it is the spread across models, not the pooled interval, that says what one audit realizes)."""
+    per_run = rates(decisions, ["checkpoint", "method"])
+    spread = per_run.groupby("method", sort=False).agg(
+        recall_runs_min=("recall", "min"), recall_runs_max=("recall", "max"),
+        fpr_runs_min=("fpr", "min"), fpr_runs_max=("fpr", "max"),
+        recall_band_low=("recall_low", "min"), recall_band_high=("recall_high", "max"),
+        fpr_band_low=("fpr_low", "min"), fpr_band_high=("fpr_high", "max"), checkpoints=("checkpoint", "nunique"))
+    return per_run, rates(decisions, ["method"]).merge(spread.reset_index(), on="method")
+
+
 def held_out(decisions: pd.DataFrame) -> pd.DataFrame:
-    """Per checkpoint and method: its realized recall and FPR beside the pooled rates of the *other* checkpoints (what
-    the page would print had this one never been measured), the Newcombe interval of each difference, and whether
-    it holds 0 (``*_within``: the checkpoint behaves as the printed rates say)."""
+    """Per checkpoint and method: its realized recall and FPR beside the band the page would print had this
+    checkpoint never been measured (the *other* checkpoints' ``*_band_low/high``), and whether it lies inside
+    (``*_within``: the checkpoint behaves as the printed rates say; None where no other checkpoint ran the rule)."""
     rows = []
     for name in decisions.checkpoint.unique():
         mine = rates(decisions[decisions.checkpoint == name], ["method"]).set_index("method")
-        rest = rates(decisions[decisions.checkpoint != name], ["method"]).set_index("method")
+        _, rest = pooled_rates(decisions[decisions.checkpoint != name])
+        rest = rest.set_index("method")
         for method, r in mine.iterrows():
             row = {"checkpoint": name, "method": method}
-            for what in ("recall", "fpr"):   # a method no other checkpoint ran has nothing printed to compare with
-                k, n = int(r[f"{what}_k"]), int(r[f"{what}_n"])
-                k0, n0 = ((int(rest.loc[method, f"{what}_k"]), int(rest.loc[method, f"{what}_n"]))
-                          if method in rest.index else (0, 0))
-                diff, lo, hi = mover_contrast(k, n, k0, n0) if n and n0 else (None, None, None)
-                row.update({what: k / n if n else None, f"{what}_n": n, f"{what}_printed": k0 / n0 if n0 else None,
-                            f"{what}_diff_low": lo, f"{what}_diff_high": hi,
-                            f"{what}_within": None if lo is None else bool(lo <= 0 <= hi)})
+            for what in ("recall", "fpr"):
+                value, n = r[what], int(r[f"{what}_n"])
+                lo, hi = ((rest.loc[method, f"{what}_band_low"], rest.loc[method, f"{what}_band_high"])
+                          if method in rest.index and n else (None, None))
+                known = lo is not None and not pd.isna(lo)
+                row.update({what: value, f"{what}_n": n, f"{what}_printed_low": lo if known else None,
+                            f"{what}_printed_high": hi if known else None,
+                            f"{what}_within": bool(lo <= value <= hi) if known else None})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -197,10 +212,7 @@ def selfcheck(method: PearlConfig, params: SelfCheckParams, run: StudyRun) -> St
     recap = [recap_blind(run.typed("methods.recap"), p, catalog, r, Path(run.out_dir) / "recap", run.progress)
              for r in p.recap_targets]
     df = pd.concat(frames + recap, ignore_index=True)
-    per_run = rates(df, ["checkpoint", "method"])
-    spread = per_run.groupby("method", sort=False).agg(recall_runs_min=("recall", "min"), recall_runs_max=("recall", "max"),
-                                                       fpr_runs_min=("fpr", "min"), fpr_runs_max=("fpr", "max"))
-    pooled = rates(df, ["method"]).merge(spread.reset_index(), on="method")   # one audit = one run: its spread
+    per_run, pooled = pooled_rates(df)
     res = StudyResult()
     res.table("selfcheck_rates", pooled.round(4))
     res.table("selfcheck_rates_by_checkpoint", per_run.round(4), show=False)

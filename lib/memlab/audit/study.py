@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memlab.audit import decide, judge, plots
+from memlab.audit import decide, judge, page, plots
 from memlab.audit import ground_truth as GT
 from memlab.errors import ConfigError
 from memlab.methods.pearl import study as pearl_study
@@ -107,13 +107,18 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
     rows, style = _pearl(pearl, p, catalog, node, gt, detail, progress)
     rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", gt, detail, progress)
     rows += _trace(trace, p, catalog, node, results, detail)
-    summary = pd.DataFrame(rows)
+    return summary_result(pd.DataFrame(rows), node["name"]).merge(detail)
+
+
+def summary_result(summary, model: str) -> StudyResult:
+    """The audit's own outputs: ``tables/audit.csv`` (every column, full precision) shown on the page as the table an
+    owner reads (:func:`memlab.audit.page.owner_table`), the figure with its caption under it, the metrics."""
     res = StudyResult()
-    res.table("audit", summary)
-    res.figure("audit", plots.findings(summary, node["name"]), caption=plots.CAPTION)
-    res.metric(model=node["name"], **{f"{r.method}/{r.finding}": r.value for r in summary.itertuples()
-                                      if r.value is not None and r.value == r.value})
-    return res.merge(detail)
+    res.table("audit", summary, view=page.owner_table(summary))
+    res.figure("audit", plots.findings(summary, model), caption=plots.CAPTION, caption_on_page=True)
+    res.metric(model=model, **{f"{r.method}/{r.finding}": r.value for r in summary.itertuples()
+                               if r.value is not None and r.value == r.value})
+    return res
 
 
 def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None, rates: GT.Rates,

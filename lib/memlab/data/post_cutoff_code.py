@@ -23,14 +23,14 @@ from datetime import date
 from fnmatch import fnmatch
 from pathlib import Path
 
-from memlab.config import repo_root
+from memlab.config import CONF_DIR
 from memlab.data import sdists
 from memlab.data.records import Document, unique_docs
 from memlab.data.sdists import DEFAULT_CACHE
 from memlab.errors import ConfigError
 
 CORPUS = "post_cutoff_code"
-DEFAULT_PINS = repo_root() / "conf" / "corpora" / f"{CORPUS}.yaml"
+DEFAULT_PINS = CONF_DIR / "corpora" / f"{CORPUS}.yaml"
 PIN_KEYS = ("sha256", "first_release", "released", "licence")
 
 
@@ -61,8 +61,9 @@ def top_level_units(source: str) -> list[tuple[str, str, str]]:
 
 def load_post_cutoff_code(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Path = DEFAULT_CACHE,
                           min_words: int | None = None, max_words: int | None = None,
-                          download: bool = True) -> list[Document]:
-    """One document per top-level function/class of the pinned sdists' Python files, ids unique, sorted."""
+                          download: bool = False) -> list[Document]:
+    """One document per top-level function/class of the pinned sdists' Python files, ids unique, sorted; offline
+    unless ``download`` (the data stage's)."""
     pins, cfg = read_pins(pins_file)
     lo = int(cfg["min_words"] if min_words is None else min_words)
     hi = int(cfg["max_words"] if max_words is None else max_words)

@@ -128,7 +128,8 @@ def prepare(out: str | Path, only: list[str] | None = None, sdists: str | None =
         if name in SDIST_CORPORA and sdists:
             opts = {**opts, "cache_dir": sdists}
         t0 = time.time()
-        docs = load_corpus(name, **opts)
+        # the one place that downloads (the pinned sdists); not in opts, which the manifest records
+        docs = load_corpus(name, **opts, **({"download": True} if name in SDIST_CORPORA else {}))
         path = write_jsonl(docs, out / f"{stem}.jsonl")
         entry = {"corpus": name, "options": {k: str(v) for k, v in opts.items()}, "documents": len(docs),
                  "characters": sum(len(d.text) for d in docs), "sha256": _sha256(path),

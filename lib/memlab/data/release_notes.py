@@ -29,13 +29,12 @@ from datetime import date
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
-from memlab.config import repo_root
+from memlab.config import CONF_DIR
 from memlab.data import sdists
 from memlab.data.records import Document, unique_docs
 from memlab.data.sdists import DEFAULT_CACHE, Pin
 
-REPO_ROOT = repo_root()
-DEFAULT_PINS = REPO_ROOT / "conf" / "corpora" / "release_notes.yaml"
+DEFAULT_PINS = CONF_DIR / "corpora" / "release_notes.yaml"
 DEBIAN_DOC = Path("/usr/share/doc")
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
@@ -141,11 +140,12 @@ def _passage_docs(package: str, version: str, d: date, text: str, min_tokens: in
 
 
 def load_release_notes(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Path = DEFAULT_CACHE,
-                       min_date: str | None = None, min_tokens: int | None = None, download: bool = True,
+                       min_date: str | None = None, min_tokens: int | None = None, download: bool = False,
                        debian: bool | None = None, debian_doc: str | Path = DEBIAN_DOC) -> list[Document]:
     """Passages dated ``>= min_date`` from the pinned sdists (+ Debian changelogs when ``debian`` is on), ids
-    unique, sorted. ``debian=None`` takes ``debian_changelogs`` from the pin file (off by default: the installed
-    packages differ per machine, so the corpus — and every DVC hash downstream — would too)."""
+    unique, sorted; offline unless ``download`` (the data stage's). ``debian=None`` takes ``debian_changelogs``
+    from the pin file (off by default: the installed packages differ per machine, so the corpus — and every DVC
+    hash downstream — would too)."""
     pins, cfg = read_pins(pins_file)
     if debian is None:
         debian = bool(cfg["debian_changelogs"])

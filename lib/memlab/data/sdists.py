@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from memlab.config import repo_root
+from memlab.config import cache_root
 from memlab.data.records import sha256_file
 from memlab.errors import ConfigError, MissingSourceError
 
-DEFAULT_CACHE = repo_root() / ".cache" / "sdists"
+DEFAULT_CACHE = cache_root() / "sdists"
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,11 @@ def _download(pin: Pin, cache_dir: Path, corpus: str, retries: int, timeout: flo
         time.sleep(2 ** attempt)
 
 
-def archives(pins: list[Pin], cache_dir: str | Path, corpus: str, download: bool = True, retries: int = 3,
+def archives(pins: list[Pin], cache_dir: str | Path, corpus: str, download: bool = False, retries: int = 3,
              timeout: float = 300) -> dict[str, Path]:
-    """{pin name: verified archive}: missing sdists are downloaded (``download``) or refused; an archive whose
-    sha256 differs from its pin is deleted from the cache and refused, in one line."""
+    """{pin name: verified archive}: missing sdists are refused (offline, the default) or downloaded (``download``:
+    the data stage only); an archive whose sha256 differs from its pin is deleted from the cache and refused, in one
+    line."""
     cache_dir = Path(cache_dir)
     if download:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,9 @@ def archives(pins: list[Pin], cache_dir: str | Path, corpus: str, download: bool
     for pin in pins:
         path = sdist_path(pin, cache_dir) if cache_dir.is_dir() else None
         if path is None and not download:
-            raise MissingSourceError(f"{corpus}: {pin.spec} sdist not in {cache_dir}; run {_hint(pin, cache_dir)}")
+            raise MissingSourceError(f"{corpus}: {pin.spec} sdist not in {cache_dir} (loaders are offline); run the "
+                                     f"data stage, `python -m memlab.data.prepare --only {corpus}` (it downloads "
+                                     f"the pinned sdists once), or {_hint(pin, cache_dir)}")
         if path is None:
             path = _download(pin, cache_dir, corpus, retries, timeout)
         if pin.sha256 and sha256_file(path) != pin.sha256:

@@ -122,7 +122,7 @@ def bootstrap_mean(
     values: Sequence[float],
     *,
     weights: Sequence[float] | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int,
     seed: int = 0,
     ci: float = 0.95,
 ) -> BootstrapResult:
@@ -148,7 +148,7 @@ def paired_bootstrap(
     a: Sequence[float],
     b: Sequence[float],
     *,
-    n_resamples: int = 1000,
+    n_resamples: int,
     seed: int = 0,
     ci: float = 0.95,
 ) -> PairedBootstrapResult:

@@ -128,7 +128,7 @@ def roc_auc_ci(
     labels: Sequence[int],
     scores: Sequence[float],
     *,
-    n_resamples: int = 1000,
+    n_resamples: int,
     seed: int = 0,
     ci: float = 0.95,
 ) -> BootstrapResult:

@@ -6,6 +6,8 @@
                              limits; c = 1 is Newcombe's hybrid score interval of a difference, method 10)
 * :func:`paired_sign`        exact interval for paired binary outcomes: the share b / (b + c) of discordant pairs
                              that moved in the claim's direction (McNemar's exact test), and its two-sided p
+* :func:`fisher_p`           two-sided Fisher exact p of two independent proportions k1 / n1 = k2 / n2 (guards a
+                             MOVER interval on few documents, where its Wilson limits exclude 0 too readily)
 * :func:`permutation_diff`   two-sided permutation p of mean(a) − mean(b) (independent groups, seeded)
 * :func:`sign_flip_p`        two-sided sign-flip permutation p of mean(d) = 0 for paired differences (exact for
                              n <= 16, seeded Monte Carlo above): with few units no bootstrap can claim more
@@ -26,8 +28,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["wilson", "clopper_pearson", "mover_contrast", "paired_sign", "permutation_diff", "sign_flip_p", "quantile_ci",
-           "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
+__all__ = ["wilson", "clopper_pearson", "mover_contrast", "fisher_p", "paired_sign", "permutation_diff", "sign_flip_p",
+           "quantile_ci", "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
 
 
 def z_of(level: float) -> float:
@@ -81,6 +83,18 @@ def mover_contrast(k1: int, n1: int, k2: int, n2: int, c: float = 1.0,
     lo = est - math.sqrt((p1 - l1) ** 2 + (c * (u2 - p2)) ** 2)
     hi = est + math.sqrt((u1 - p1) ** 2 + (c * (p2 - l2)) ** 2)
     return est, lo, hi
+
+
+def fisher_p(k1: int, n1: int, k2: int, n2: int) -> float:
+    """Two-sided Fisher exact p of no difference between k1 / n1 and k2 / n2 (independent groups); 1 when a group
+    is empty."""
+    from scipy.stats import fisher_exact
+
+    _check(k1, n1)
+    _check(k2, n2)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    return float(fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
 
 
 def paired_sign(up: int, down: int, level: float = 0.95) -> tuple[float, float, float, float]:

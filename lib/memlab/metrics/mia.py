@@ -80,12 +80,12 @@ def zlib_ratio(ts: TokenScores, text: str) -> float:
     return loss(ts) / len(zlib.compress(text.encode("utf-8")))
 
 
-def min_k(ts: TokenScores, k: float = 0.2) -> float:
+def min_k(ts: TokenScores, k: float) -> float:
     """Min-K% Prob: −mean of the lowest ⌊k·N⌋ (≥ 1) token log-probs (lower = more likely member)."""
     return -_lowest_k_mean(_logprobs(ts), k)
 
 
-def min_k_pp(ts: TokenScores, k: float = 0.2) -> float:
+def min_k_pp(ts: TokenScores, k: float) -> float:
     """Min-K%++: −mean of the lowest ⌊k·N⌋ (≥ 1) of z_j = (ℓ_j − μ_j)/σ_j (lower = more likely member).
 
     Needs ``vocab_mean``/``vocab_std`` (raises ValueError when the backend could not provide them).
@@ -124,8 +124,9 @@ class MiaScores:
         return getattr(self, name)
 
 
-def member_scores(ts: TokenScores, text: str, *, k: float = 0.2) -> MiaScores:
-    """Every MIA score for one scored text, sign-flipped so that higher = more likely member."""
+def member_scores(ts: TokenScores, text: str, *, k: float) -> MiaScores:
+    """Every MIA score for one scored text, sign-flipped so that higher = more likely member; ``k`` of Min-K% /
+    Min-K%++ is the run's (``params.min_k`` of pearl_mia, ``params.mia.min_k`` of the audit), never a default here."""
     has_pp = ts.vocab_mean is not None and ts.vocab_std is not None
     return MiaScores(
         loss=-loss(ts),

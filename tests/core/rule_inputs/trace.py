@@ -41,10 +41,29 @@ inputs("propme_capability_gap")(_capability)
 
 @inputs("propme_prompt_overlap")
 def prompt_overlap(case):
-    k, n = {"for": ((0, 20, 50), 50), "against": ((50, 20, 0), 50), "unclear": ((0, 1, 2), 3)}[case]
-    t = pd.DataFrame([{"model": TINY, "setting": s, "prompts": n, "avg_nv_recall": kk / n,
-                       "verbatim_matched_fraction": kk / n} for s, kk in zip(("generic", "specific", "prefix"), k)])
-    return StudyResult(tables={"prompt_overlap": t})
+    """prompt_scores as the study writes them: per template prompt of the tiny model its nv_recall against the
+    training set (written prompts share words, never a verbatim match) and prefix prompts, matched in full."""
+    g, sp, n, sd = {"for": (0.05, 0.3, 40, 0.05), "against": (0.3, 0.05, 40, 0.05), "unclear": (0.1, 0.15, 3, 0.1)}[case]
+    rng = np.random.default_rng(0)
+    rows = [{"model": TINY, "corpus": "training set", "setting": s, "i": i,
+             "nv_recall": float(np.clip(mu + rng.normal(0, sd), 0, 1)), "full_match": 0.0}
+            for s, mu in (("generic", g), ("specific", sp)) for i in range(n)]
+    rows += [{"model": TINY, "corpus": "training set", "setting": "prefix", "i": i, "nv_recall": 1.0,
+              "full_match": 1.0} for i in range(n)]
+    return StudyResult(tables={"prompt_scores": pd.DataFrame(rows)})
+
+
+@inputs("propme_prefix_prompts_in_corpus")
+def prefix_prompts_in_corpus(case):
+    """prompt_overlap rows: prefix prompts all matched verbatim ("for") or one of 20 missed by the tracer
+    ("against": what a broken tracer or a lossy decode of the prompt's tokens would give)."""
+    miss = {"for": 0, "against": 1}[case]
+    rows = [{"model": m, "corpus": c, "setting": s, "prompts": 20, "avg_nv_recall": v,
+             "verbatim_matched_fraction": f}
+            for m, c in ((TINY, "training set"), ("smollm2-135m-instruct", "kjv"))
+            for s, v, f in (("generic", 0.03, 0.0), ("specific", 0.05, 0.0),
+                            ("prefix", 0.99, (20 - miss) / 20 if m == TINY else 1.0))]
+    return StudyResult(tables={"prompt_overlap": pd.DataFrame(rows)})
 
 
 def _stages(means: dict, n: int, sd: float, shared: bool) -> pd.DataFrame:

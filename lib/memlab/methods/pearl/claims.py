@@ -13,8 +13,8 @@ the papers' τ_b = 0.2 is the default of conf/method/pearl.yaml, not a constant 
 
 from __future__ import annotations
 
-from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, rule, untestable
-from memlab.metrics.intervals import (bonferroni_level, mover_contrast, n_to_decide, paired_sign, wilson,
+from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.metrics.intervals import (bonferroni_level, fisher_p, mover_contrast, n_to_decide, paired_sign, wilson,
                                       wilson_n_to_decide)
 
 PAPER_TAU_B = 0.2  # the papers' τ_b for every Pythia table: where the papers' numbers were measured (a figure's paper
@@ -55,20 +55,31 @@ def _docs(discordant_needed: int | None, n: int, discordant: int) -> int | None:
 
 @rule("pearl_epochs_members_vs_nonmembers")
 def members_vs_nonmembers(res, c: Claim) -> Finding:
-    """Hypothesis: at the last epoch (bit flips, the run's threshold: the papers' τ_b = 0.2) the share of members
-    flagged exceeds ``threshold`` (an order of magnitude: 10) times the share of non-members flagged. Decided on the
-    95 % MOVER interval of member share − 10 × non-member share against 0. Our value: the member share."""
+    """Hypothesis: at the last epoch (bit flips, the run's threshold: the papers' τ_b = 0.2) PEARL flags a larger
+    share of members than of non-members (the paper: > 20 % vs ≃ 2 %). Preregistered (issue 49): decided on the 95 %
+    Newcombe interval (MOVER from Wilson limits) of member share − non-member share: reproduced iff it lies above 0,
+    contradicted iff it lies below 0 (non-members flagged more often), inconclusive otherwise, with the n that would
+    decide; on few documents a verdict stands only when Fisher's exact test agrees (p < 0.05). The paper's own
+    225 / 1000 vs 20 / 1000 reproduces. Its "order of magnitude" (a ratio of 10) is reported, not tested: at
+    n = 1000 the paper's own numbers could not show a ratio above 10, and one flagged non-member of our 66 would
+    flip such a test. Our 66 non-members were sized after seeing 0 of 40 flagged (conf/zoo/pearl_base.yaml), so our
+    n is not preregistered. Our value: the member share."""
     score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     last = df[(df.kind == "bitflip") & (df.epoch == df.epoch.max())]
     m = (last[last.split == "member"][score] > alpha).to_numpy()
     n = (last[last.split == "nonmember"][score] > alpha).to_numpy()
-    est, lo, hi = mover_contrast(int(m.sum()), len(m), int(n.sum()), len(n), c=c.threshold, level=1 - ALPHA)
-    return Finding(float(m.mean()), wilson(int(m.sum()), len(m)), f"{TINY}, epoch {int(last.epoch.max())}, bit flips",
-                   decide((lo, hi)), f"members {int(m.sum())}/{len(m)} vs non-members {int(n.sum())}/{len(n)} "
-                   f"flagged; member share − {c.threshold:g} × non-member share {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
-                   statistic="share of members flagged (Wilson 95 %); decided on member − 10 × non-member share",
-                   our_n=len(m) + len(n), n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), 0.0),
+    km, kn = int(m.sum()), int(n.sum())
+    est, lo, hi = mover_contrast(km, len(m), kn, len(n), level=1 - ALPHA)
+    ratio = f"{(km / len(m)) / (kn / len(n)):.1f}" if kn and len(m) else "undefined (no non-member flagged)"
+    p = fisher_p(km, len(m), kn, len(n))
+    v = guard(decide((lo, hi)), p)
+    return Finding(float(m.mean()), wilson(km, len(m)), f"{TINY}, epoch {int(last.epoch.max())}, bit flips", v,
+                   f"members {km}/{len(m)} vs non-members {kn}/{len(n)} flagged; member − non-member share "
+                   f"{est:+.2f} [{lo:+.2f}, {hi:+.2f}]; ratio {ratio} (the paper's ≃ 11, not tested)",
+                   statistic="share of members flagged (Wilson 95 %); decided on member − non-member share "
+                   "(Newcombe 95 %)", p_value=p, our_n=len(m) + len(n),
+                   n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), 0.0) if v == "inconclusive" else None,
                    more_data=_bigger_family(res, c))
 
 
@@ -191,8 +202,8 @@ def nonmember_rate_falls(res, c: Claim) -> Finding:
     a, b = t.iloc[0], t.iloc[-1]
     scores, fixed = res.tables["scores_by_epoch"], res.tables["fixed_thresholds"].set_index("score").threshold
     non = scores[(scores.split == "nonmember") & (scores.half != "calibration")]
-    wide = non.pivot_table(index="doc_id", columns="epoch", values="perplexity")
-    first, last = wide[a.epoch] > fixed["perplexity"], wide[b.epoch] > fixed["perplexity"]
+    wide = non.pivot_table(index="doc_id", columns="epoch", values="neg_perplexity")
+    first, last = wide[a.epoch] > fixed["neg_perplexity"], wide[b.epoch] > fixed["neg_perplexity"]
     fall, ci, p, verdict, need = _paired_rise(last.to_numpy(), first.to_numpy(), 1 - ALPHA)
     return Finding(100 * fall, (100 * ci[0], 100 * ci[1]), f"{TINY}, epochs {int(a.epoch)}→{int(b.epoch)}, "
                    f"{len(wide)} held-out non-members", verdict,

@@ -94,10 +94,10 @@ def auc_bounds(scores, score: str, epochs, truth: str, *, n_resamples: int, seed
     return np.array(lo), np.array(hi)
 
 
-def auc_by_epoch(auc, scores=None, *, truth: str = "member", seed: int | None = None, n_resamples: int = 1000):
+def auc_by_epoch(auc, scores=None, *, n_resamples: int, truth: str = "member", seed: int | None = None):
     """ROC-AUC (members vs non-members) of every score per fine-tuning epoch; PEARL's scores drawn thick; bars,
     when ``scores`` (the per-document scores the AUCs come from) is given: 95 % bootstrap intervals
-    (:func:`auc_bounds`, seeded with ``seed``, the config's)."""
+    (:func:`auc_bounds`, ``n_resamples`` resamples seeded with ``seed``, both the config's)."""
     import matplotlib.pyplot as plt
 
     if scores is not None and seed is None:
@@ -124,8 +124,9 @@ def auc_by_epoch(auc, scores=None, *, truth: str = "member", seed: int | None = 
                         f"chance (0.5); {bars}{n_text(auc) or 'n as in the detection table'}.")
 
 
-def fpr_by_size(fpr, sizes: Sequence[str], score: str):
-    """FPR on non-members vs threshold, one line per model size."""
+def fpr_by_size(fpr, sizes: Sequence[str], score: str, alphas: Sequence[float]):
+    """FPR on non-members vs threshold, one line per model size; dotted, each of ``alphas`` (the run's thresholds,
+    ``params.alphas``, at which the flag table counts): where it sits on every size's curve."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -133,12 +134,21 @@ def fpr_by_size(fpr, sizes: Sequence[str], score: str):
         g = fpr[fpr["size"] == size]
         ax.plot(g.threshold, g.fpr, marker=".", label=f"size {size}", c=f"C{i}")
         ax.fill_between(g.threshold, *wilson_bounds(g.flagged, g.n), color=f"C{i}", alpha=0.12, lw=0)
+        if len(g) and len(alphas):  # each size's FPR at the run's thresholds (the grid's, interpolated between)
+            reference(*ax.plot(alphas, np.interp(alphas, g.threshold, g.fpr), ls="", marker="D", ms=5, mfc="none",
+                               c=f"C{i}"))
+    for a in alphas:
+        reference(ax.axvline(a, ls=":", c="grey", lw=1))
+        ax.annotate(f"α = {a:g}", (a, 0.5), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+                    ha="right", va="center", c="grey")
     ax.set_xlabel(f"threshold on {score}")
     ax.set_ylabel("FPR on non-members")
     ax.legend()
     fig.tight_layout()
+    marks = (f"; dotted, with each size's FPR there (diamonds): the run's thresholds α = "
+             f"{', '.join(format(a, 'g') for a in alphas)}, at which the flagged counts are tabled" if len(alphas) else "")
     return caption(fig, f"False positive rate on non-members vs the threshold on {score}, one line per tiny-model "
-                        f"size; bands: 95 % Wilson intervals; {n_text(fpr, 'non-members')}.")
+                        f"size; bands: 95 % Wilson intervals{marks}; {n_text(fpr, 'non-members')}.")
 
 
 def sensitivity_by_source(df, cal, models: Sequence[str], tasks: Sequence[str], sources: Sequence[str],

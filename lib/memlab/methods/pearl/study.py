@@ -45,6 +45,7 @@ class MiaParams:
     target_fpr: float = field(metadata=check(ge=0, le=1))
     min_k: float = field(metadata=check(gt=0, le=1))
     verbatim_truth: float = field(metadata=check(ge=0, le=1))
+    n_resamples: int = field(metadata=check(ge=2))    # bootstrap resamples of the AUC bars
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
     df = _mia_scores_by_epoch(method, p, run.catalog)
     res.table("scores_by_epoch", df.round(4), show=False)
     fixed = _fixed_mia_thresholds(df, method, p, res)
-    df["mia"] = df.perplexity > fixed["perplexity"]
+    df["mia"] = df.neg_perplexity > fixed["neg_perplexity"]
     df["memo"] = df.sensitivity > method.alpha
     report = df[df.half != "calibration"]
     ov = T.overlap_table(report, "mia", "memo", by=["epoch", "split"])
@@ -187,7 +188,8 @@ def mia(method: PearlConfig, params: MiaParams, run: StudyRun) -> StudyResult:
     final = det[det.epoch == max(st.epochs)]
     res.table("detection_final_epoch", final.round(3))
     _detection_vs_extractable(report, res)
-    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")], report, seed=method.seed))
+    res.figure("auc_by_epoch", plots.auc_by_epoch(det[det.rule.str.startswith("fixed at")], report, seed=method.seed,
+                                                 n_resamples=p.n_resamples))
     res.figure("flagged_by_epoch", plots.mia_vs_pearl(table4.reset_index()))
     cal = final[final.rule.str.startswith("fixed at")]
     res.metric(**{f"auc_final_{r.score}": r.auc for r in cal.itertuples()},
@@ -225,7 +227,7 @@ def _fixed_mia_thresholds(df, method: PearlConfig, p: MiaParams, res: StudyResul
     st = method.study
     first = df[(df.epoch == st.epochs[0]) & (df.half == "calibration")]
     fixed = {s: calibrate_alpha(first[s].dropna().to_numpy(), p.target_fpr, floor=float("-inf"))
-             for s in ["perplexity", *MIA_SCORES] if first[s].notna().any()}
+             for s in ["neg_perplexity", *MIA_SCORES] if first[s].notna().any()}
     fixed["sensitivity_alpha"] = method.alpha
     res.table("fixed_thresholds", pd.DataFrame([{"score": s, "threshold": t, "fitted_on": (
         f"calibration half, epoch {st.epochs[0]}, FPR {p.target_fpr}" if s != "sensitivity_alpha" else "method.alpha")}
@@ -282,7 +284,7 @@ def sizes(method: PearlConfig, params: SizesParams, run: StudyRun) -> StudyResul
     res.table("flagged_counts_by_size", table2)  # with each size's final training loss (sizes trained to comparable loss)
     fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["size"], scores=[method.decision_score])
     res.table("fpr_vs_threshold_by_size", fpr, show=False)
-    res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, method.decision_score))
+    res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, method.decision_score, p.alphas))
     res.metric(**{f"members_flagged_{r.size}_a{r.alpha}": r.flagged for r in flags[flags.split == "member"].itertuples()})
     return res
 

@@ -110,8 +110,9 @@ def overlap_table(df, a: str, b: str, by: Sequence[str]):
 
 def mia_frame(backend, docs: Sequence[Document], *, k: float, max_words: int | None,
               progress: bool = False, **labels: Any):
-    """Per document: every :class:`memlab.metrics.mia.MiaScores` field (higher = more likely member) plus
-    the raw perplexity (``ppl``), computed on the same text PEARL sees (first ``max_words`` words)."""
+    """Per document: every :class:`memlab.metrics.mia.MiaScores` field (higher = more likely member; its
+    −perplexity is the column ``neg_perplexity``) plus the raw perplexity (``ppl``), computed on the same text PEARL
+    sees (first ``max_words`` words)."""
     import pandas as pd
 
     from memlab.methods.pearl.tasks import first_words
@@ -122,7 +123,7 @@ def mia_frame(backend, docs: Sequence[Document], *, k: float, max_words: int | N
     rows = []
     for d, t, ts in zip(docs, texts, scored):
         m = member_scores(ts, t, k=k)
-        rows.append({"doc_id": d.id, "split": d.split, "loss": m.loss, "perplexity": m.perplexity,
+        rows.append({"doc_id": d.id, "split": d.split, "loss": m.loss, "neg_perplexity": m.perplexity,
                      "zlib_ratio": m.zlib_ratio, "min_k": m.min_k,
                      "min_k_pp": m.min_k_pp if m.min_k_pp is not None else float("nan"), "ppl": -m.perplexity,
                      **labels})

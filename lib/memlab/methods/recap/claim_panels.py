@@ -148,12 +148,12 @@ def scores(res, category: str, methods=METHODS, members_only: bool = False, targ
     return None if wide.empty else wide
 
 
-def paired_p(res, category: str, a: str, b: str, members_only: bool) -> float:
-    """Sign-flip p of the per-(target, book) differences a − b on ``category`` (``members_only``: the books the
-    interval it guards reads, :func:`panel`)."""
+def paired_p(res, category: str, a: str, b: str, members_only: bool, scale: float = 1.0) -> float:
+    """Sign-flip p of the per-(target, book) differences a − ``scale`` · b on ``category`` (``members_only``: the
+    books the interval it guards reads, :func:`panel`)."""
     w = scores(res, category, (a, b), members_only)
     seed, B = run_seed(res)
-    return sign_flip_p((w[a] - w[b]).to_numpy(float), n_resamples=B, seed=seed)
+    return sign_flip_p((w[a] - scale * w[b]).to_numpy(float), n_resamples=B, seed=seed)
 
 
 def panel(res, category: str, methods=METHODS, seed_offset: int = 0, members_only: bool = False,

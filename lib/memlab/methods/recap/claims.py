@@ -10,32 +10,46 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import ALPHA, Claim, Finding, combine, decide, full_command, guard, untestable
+from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.errors import ConfigError
 from memlab.methods.recap.claim_panels import (FLOOR, FLOOR_NAMES, METHODS, NAMES, NO_BOOKS, agents_used, boot_ci,
                                                copyright_panel, n_if_open, nonmember_rows, panel, paired_p, run_seed,
                                                scoped_rule, scores, setting_text, units_per_target, with_tables)
-from memlab.methods.recap.evaluate import filter_tradeoff, filtered_rouge
+from memlab.methods.recap.evaluate import filter_tradeoff
 from memlab.metrics.bootstrap import resample_indices
-from memlab.metrics.intervals import bonferroni_level, permutation_diff, wilson, wilson_n_to_decide
+from memlab.metrics.intervals import (bonferroni_level, permutation_diff, sign_flip_min_n, sign_flip_p, wilson,
+                                      wilson_n_to_decide)
 
 
 # -- Table 3 -----------------------------------------------------------------------------------------------------
+# the steps of Table 3's order the pipeline guarantees per book (sanity checks below): ≥ 0 by construction
+BY_CONSTRUCTION = (("recap", "dsp_jb"), ("dsp_jb", "dsp"))
+
+
 @scoped_rule("recap_t3_order", "recap_t3_order_aligned")
 def t3_order(res, claim: Claim) -> Finding:
     """Hypothesis: on the copyright category, RECAP > DSP + Jailbreak > DSP > Prefix-Probing in Table 3's average
-    ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − 0.05/3: reproduced
-    iff all lie above 0, contradicted iff one lies below. Our value: RECAP's average, with its interval."""
+    ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − 0.05/3. The
+    pipeline makes RECAP ≥ DSP + Jailbreak ≥ DSP per book (sanity checks recap_t3_feedback_keeps_best and
+    recap_t3_jailbreak_keeps_dsp), so those two steps can hold strictly or stay open, never fail; the step that can
+    fail is DSP > Prefix-Probing. Reproduced iff all three intervals lie above 0; contradicted iff DSP −
+    Prefix-Probing's lies below 0; how large the two guaranteed gains are is judged by recap_t3_jailbreak_gain and
+    recap_gain_over_dsp. Our value: RECAP's average, with its interval."""
     got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
     point, draws, targets, n = got
     level = bonferroni_level(3, ALPHA)
     steps = [(a, b, point[a] - point[b], boot_ci(draws[a] - draws[b], level, units_per_target(n, targets)))
-             for a, b in (("recap", "dsp_jb"), ("dsp_jb", "dsp"), ("dsp", "prefix"))]
+             for a, b in BY_CONSTRUCTION + (("dsp", "prefix"),)]
     ps = [paired_p(res, "copyrighted", a, b, members_only=True) for a, b, *_ in steps]
     verdicts = [guard(decide(ci), p, level) for (*_, ci), p in zip(steps, ps)]
+    # a guaranteed step below 0 is a broken pipeline (the sanity checks fail), never a verdict on the paper
+    verdicts = ["inconclusive" if (a, b) in BY_CONSTRUCTION and v == "contradicted" else v
+                for (a, b, *_), v in zip(steps, verdicts)]
     seen = " vs ".join(f"{NAMES[m]} {point[m]:.3f}" for m in reversed(METHODS))
     why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+                                  + (" (≥ 0 by construction)" if (a, b) in BY_CONSTRUCTION else "")
                                   for a, b, d, ci in steps)
     needs = [n_if_open(d, ci, n, v, level) for (_, _, d, ci), v in zip(steps, verdicts)]
     return Finding(point["recap"], boot_ci(draws["recap"], units=units_per_target(n, targets)),
@@ -54,44 +68,57 @@ def _blocked_share(res) -> float | None:
     return float((r.blocked * r.events).sum() / r.events.sum()) if r.events.sum() else 0.0
 
 
-def _gain(res, got, a: str, b: str, setting: str, prefix: str = "") -> Finding:
-    """The gain of ``a`` over ``b`` on the copyright category, judged above the floor (issue 29): two paired
-    intervals at 1 − 0.05/2, of ``a`` − ``b`` and of ``a`` − its echo floor (what its hints alone score). Reproduced
-    iff both lie above 0; contradicted iff the gain's lies below 0; a gain whose method does not clear its floor is
-    inconclusive (the hints could explain it). Our value: the relative gain (a − b) / b."""
+def _gain(res, got, a: str, b: str, setting: str, least: float, prefix: str = "") -> Finding:
+    """The gain of ``a`` over ``b`` on the copyright category, where ``a`` ≥ ``b`` per book by construction (so its
+    direction cannot fail): judged on its size and above the floor (issue 29). Two paired intervals at 1 − 0.05/2,
+    of ``a`` − (1 + ``least``) · ``b`` (above 0 iff the relative gain exceeds ``least``) and of ``a`` − its echo
+    floor (what its hints alone score). Reproduced iff both lie above 0; contradicted iff the first lies below 0 (a
+    gain smaller than ``least``); a gain whose method does not clear its floor is inconclusive (the hints could
+    explain it). Our value: the relative gain (a − b) / b."""
     point, draws, targets, n = got
-    level, units = bonferroni_level(2, ALPHA), units_per_target(n, targets)
+    level, units, k = bonferroni_level(2, ALPHA), units_per_target(n, targets), 1 + least
     floor = panel(res, "copyrighted", (a, FLOOR[a]), members_only=True)
     if floor is None:
         return untestable(setting, f"the run measured no echo floor of {NAMES[a]} on the copyright category",
                           full_command("recap_table3"))
-    d, ci = point[a] - point[b], boot_ci(draws[a] - draws[b], level, units)
+    d, ci = point[a] - k * point[b], boot_ci(draws[a] - k * draws[b], level, units)
     fdraws = floor[0][:, 0] - floor[0][:, 1]
     fd, fci = float(fdraws.mean()), boot_ci(fdraws, level, units)
-    p = paired_p(res, "copyrighted", a, b, members_only=True)   # the books copyright_panel reads
-    v = v_gain = guard(decide(ci), p, level)
-    seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (difference {d:+.3f} [{ci[0]:+.3f}, "
-            f"{ci[1]:+.3f}]); {NAMES[a]} − its floor ({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} "
-            f"[{fci[0]:+.3f}, {fci[1]:+.3f}]")
+    p = paired_p(res, "copyrighted", a, b, members_only=True, scale=k)   # the books copyright_panel reads
+    v = v_size = guard(decide(ci), p, level)
+    rel = (point[a] - point[b]) / point[b] if point[b] > 0 else None
+    seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (relative gain "
+            f"{f'{rel:+.0%}' if rel is not None else 'undefined'}; {NAMES[a]} − {k:g} × {NAMES[b]} {d:+.3f} "
+            f"[{ci[0]:+.3f}, {ci[1]:+.3f}], above 0 iff the gain exceeds {least:.0%}); {NAMES[a]} − its floor "
+            f"({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} [{fci[0]:+.3f}, {fci[1]:+.3f}]")
     if v == "reproduced" and decide(fci) != "reproduced":
         v, seen = "inconclusive", seen + ": the gain does not clear what the hints alone score"
     with np.errstate(divide="ignore", invalid="ignore"):
-        rel = (draws[a] - draws[b]) / draws[b]
-    needs = [x for x in (n_if_open(d, ci, n, v_gain, level), n_if_open(fd, fci, n, decide(fci))) if x]   # open tests only
-    rel_ci = boot_ci(rel, units=units) if np.isfinite(rel).any() else None
-    return Finding(d / point[b] if point[b] > 0 else None, rel_ci,
-                   setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; decided on the "
-                   "paired difference and on the gainer's margin over its echo floor", p_value=p, our_n=n,
-                   n_needed=max(needs, default=None))
+        rel_draws = (draws[a] - draws[b]) / draws[b]
+    needs = [x for x in (n_if_open(d, ci, n, v_size, level), n_if_open(fd, fci, n, decide(fci))) if x]   # open only
+    rel_ci = boot_ci(rel_draws, units=units) if np.isfinite(rel_draws).any() else None
+    return Finding(rel, rel_ci, setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; "
+                   f"decided on {NAMES[a]} − {k:g} × {NAMES[b]} (a gain of at least {least:.0%}) and on the "
+                   "gainer's margin over its echo floor", p_value=p, our_n=n, n_needed=max(needs, default=None))
+
+
+def _least(claim: Claim) -> float:
+    """The smallest relative gain a gain claim calls reproduced (its ``threshold`` in conf/paper/000_recap.yaml)."""
+    if claim.threshold is None:
+        raise ConfigError(f"claim {claim.id!r}: a gain claim needs a threshold (the least relative gain it tests)")
+    return float(claim.threshold)
 
 
 @scoped_rule("recap_t3_jailbreak_gain", "recap_t3_jailbreak_gain_aligned")
 def t3_jailbreak_gain(res, claim: Claim) -> Finding:
-    """Hypothesis: DSP + Jailbreak's copyright-category average exceeds DSP's and clears its own echo floor (the
-    metadata echo); two paired intervals at 1 − 0.05/2: reproduced iff both lie above 0, contradicted iff the
-    gain's lies below 0 (the paper's 42 % is for strongly aligned API models, its App. K reports 10 % for small
-    ones, so only the direction is tested). Not testable when no DSP output was blocked: the jailbreaker only
-    rewrites blocked prompts. Our value: the relative gain (DSP + JB − DSP) / DSP."""
+    """Hypothesis: jailbreaking raises the copyright-category average by at least ``threshold`` (10 %, relative:
+    the smallest jailbreak gain the paper reports, App. K's smaller models; Table 3's 42 % is for strongly aligned
+    API models), and DSP + Jailbreak clears its own echo floor (the metadata echo). DSP + Jailbreak ≥ DSP per book
+    holds by construction (sanity check recap_t3_jailbreak_keeps_dsp), so only the gain's size can fail. Two
+    paired intervals at 1 − 0.05/2, of DSP + JB − (1 + threshold) × DSP and of DSP + JB − its floor: reproduced
+    iff both lie above 0, contradicted iff the first lies below 0 (a gain below the threshold). Not testable when
+    no DSP output was blocked: the jailbreaker only rewrites blocked prompts. Our value: the relative gain
+    (DSP + JB − DSP) / DSP."""
     got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
@@ -104,7 +131,7 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
                           f"{point['dsp']:.3f}, DSP + Jailbreak {point['dsp_jb']:.3f})", "python -m memlab.run "
                           "experiment=recap_table3 with a target that refuses (an aligned chat model, e.g. "
                           "model=<served chat preset>)")
-    return _gain(res, got, "dsp_jb", "dsp", setting)
+    return _gain(res, got, "dsp_jb", "dsp", setting, _least(claim))
 
 
 @scoped_rule("recap_t3_public_vs_copyrighted", "recap_t3_public_vs_copyrighted_aligned")
@@ -155,15 +182,61 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
 
 @scoped_rule("recap_gain_over_dsp", "recap_gain_over_dsp_aligned")
 def gain_over_dsp(res, claim: Claim) -> Finding:
-    """Hypothesis: RECAP's copyright-category average exceeds DSP's (the single-iteration baseline) and clears its
-    own echo floor (the metadata + feedback echo: what its prompt and feedback hints alone score); two paired
-    intervals at 1 − 0.05/2: reproduced iff both lie above 0, contradicted iff the gain's lies below 0. GPT-4.1 is
-    not among our targets. Our value: the relative gain (RECAP − DSP) / DSP (the paper: +24 %)."""
+    """Hypothesis: RECAP raises the copyright-category average over DSP (the single-iteration baseline) by at
+    least ``threshold`` (10 %, relative: the smallest gain the paper calls relevant, App. K; its GPT-4.1 gain is
+    24 %, not among our targets), and RECAP clears its own echo floor (the metadata + feedback echo: what its prompt
+    and feedback hints alone score). RECAP ≥ DSP + Jailbreak ≥ DSP per book holds by construction (sanity checks
+    recap_t3_feedback_keeps_best, recap_t3_jailbreak_keeps_dsp), so only the gain's size can fail. Two paired
+    intervals at 1 − 0.05/2, of RECAP − (1 + threshold) × DSP and of RECAP − its floor: reproduced iff both lie
+    above 0, contradicted iff the first lies below 0 (a gain below the threshold). Our value: the relative gain
+    (RECAP − DSP) / DSP."""
     got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
     _, _, targets, n = got
-    return _gain(res, got, "recap", "dsp", setting_text(res, targets, "copyrighted", n), prefix="not GPT-4.1: ")
+    return _gain(res, got, "recap", "dsp", setting_text(res, targets, "copyrighted", n), _least(claim),
+                 prefix="not GPT-4.1: ")
+
+
+# -- sanity: what the pipeline guarantees per book ---------------------------------------------------------------
+def _keeps(res, a: str, b: str, why: str) -> Check:
+    """Sanity: ``a`` ≥ ``b`` on every (target, category, book) of ``book_scores`` (up to float rounding), ``why``
+    the pipeline guarantees it; the control is the same comparison for DSP vs Prefix-Probing, a pair the pipeline
+    does not order (the share of books where DSP ≥ Prefix-Probing may take any value)."""
+    books = res.tables.get("book_scores")
+    control = "share of books where DSP ≥ Prefix-Probing (not ordered by the pipeline)"
+    wide = None if books is None or books.empty else books.pivot_table(
+        index=["target", "category", "book"], columns="method", values="rouge_l", aggfunc="mean")
+    if wide is None or not {a, b} <= set(wide.columns) or wide[[a, b]].dropna().empty:
+        return Check(None, control, None, False, f"no book scored by both {NAMES[a]} and {NAMES[b]}: nothing checked")
+    pair = wide[[a, b]].dropna()
+    gap = pair[a] - pair[b]
+    ok = gap >= -1e-9
+    ctl = wide[["dsp", "prefix"]].dropna() if {"dsp", "prefix"} <= set(wide.columns) else None
+    ctl_value = float((ctl.dsp >= ctl.prefix).mean()) if ctl is not None and len(ctl) else None
+    worst = gap.idxmin()
+    return Check(float(ok.mean()), control, ctl_value, bool(ok.all()),
+                 f"{int(ok.sum())} of {len(ok)} (target, category, book) have {NAMES[a]} ≥ {NAMES[b]} ({why}); "
+                 f"smallest {NAMES[a]} − {NAMES[b]} {gap.min():+.3f} ({', '.join(map(str, worst))})")
+
+
+@rule("recap_t3_feedback_keeps_best")
+def feedback_keeps_best(res, claim: Claim) -> Check:
+    """Sanity: RECAP ≥ DSP + Jailbreak on every book: the feedback loop starts from DSP + Jailbreak and accepts a
+    re-attempt only when it raises the score (pipeline ``_feedback_round``), so a book below is a broken pipeline."""
+    return _keeps(res, "recap", "dsp_jb", "the loop keeps its best attempt")
+
+
+@rule("recap_t3_jailbreak_keeps_dsp")
+def jailbreak_keeps_dsp(res, claim: Claim) -> Check:
+    """Sanity: DSP + Jailbreak ≥ DSP on every book: the jailbreak replaces only blocked DSP outputs, which score 0
+    (``method.recap.blocked_score: zero``). Under ``blocked_score: keep`` a blocked output keeps its score and the
+    jailbreak may lower it: shown, not checked."""
+    k = _keeps(res, "dsp_jb", "dsp", "the jailbreak replaces only blocked outputs, which score 0")
+    if res.method.recap.blocked_score != "zero":
+        return Check(k.value, k.control, k.control_value, True, k.reason + "; not guaranteed under blocked_score="
+                     f"{res.method.recap.blocked_score} (a blocked DSP output keeps its score): not checked")
+    return k
 
 
 # -- the feedback loop -------------------------------------------------------------------------------------------
@@ -215,6 +288,10 @@ def feedback_one_round(res, claim: Claim) -> Finding:
                    n_needed=wilson_n_to_decide(k / n, claim.threshold) if v == "inconclusive" else None)
 
 
+SIGNALS = ("hybrid", "rouge_l", "cosine")
+
+
+# -- §5.6: non-training books (the paper's passages per book) ------------------------------------------------------------------------------------
 def _unseen_as_non_training(res):
     """``res`` with every book a target is known never to have seen (:func:`nonmember_rows`: held-out KJV books and
     licences of the tiny targets) counted in the non-training category, beside the post-cutoff release notes."""
@@ -226,108 +303,147 @@ def _unseen_as_non_training(res):
         category=np.where(held, "non_training", books.category.astype(object)))})
 
 
+def _recap_passages(books, col: str, training: bool):
+    """RECAP's passages per (target, book): of the training books (public domain and copyright category, members
+    only) or of the non-training books."""
+    r = books[books.method == "recap"]
+    r = r[r.category.isin(("public_domain", "copyrighted"))] if training else r[r.category == "non_training"]
+    return r.groupby(["target", "book"])[col].sum()
+
+
+def _boot_means(x: np.ndarray, seed: int, B: int) -> np.ndarray:
+    return np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(len(x), B, seed)])
+
+
 @scoped_rule("recap_feedback_no_contamination", "recap_feedback_no_contamination_aligned")
 def feedback_no_contamination(res, claim: Claim) -> Finding:
-    """Hypothesis: the feedback loop does not raise extraction from books the target never saw. Two tests at
-    1 − 0.05/2: the loop's gain (RECAP − DSP + Jailbreak) is larger on training books than on non-training books
-    (independent book-level bootstraps of training gain − non-training gain, above 0), and RECAP on non-training
-    books does not clear its floor, the metadata + feedback echo (any gain above the floor there is contamination;
-    interval of RECAP − floor below 0). Reproduced iff both hold, contradicted iff either interval lies on the other
-    side. Non-training books: the post-cutoff release notes and every book known to be outside the target's
-    training set. Not testable without a positive control: when the loop gains nothing on training books there is
-    no contamination to miss. Our value: the most RECAP passages on any non-training book and target (the paper:
-    at most 1)."""
+    """Hypothesis: RECAP (feedback loop included) extracts next to nothing from books the target never saw, on the
+    paper's quantity, passages per book (40 tokens, ≤ m mismatches, m = ``passage_tolerance``). Two tests at
+    1 − 0.05/2 on (target, book) units: (1) RECAP's mean passages per non-training book lie below ``threshold``
+    (1, the paper's "at most a single passage per book and model"): book-level bootstrap interval of the mean below
+    1, guarded by the exact sign-flip test of passages − 1; (2) RECAP finds more passages per training book than per
+    non-training book (the paper's "negligible compared to the thousands in the other categories"): independent
+    book-level bootstraps of the difference above 0, guarded by a permutation test. Reproduced iff both hold,
+    contradicted iff either interval lies on the other side. Non-training books: the post-cutoff release notes and
+    every book known to be outside the target's training set. Not testable without a positive control (RECAP found
+    no passage on any training book: a run that extracts nothing would pass trivially). Our value: the most RECAP
+    passages on any non-training book and target (the paper: at most 1)."""
     res = _unseen_as_non_training(res)
-    books = res.tables.get("book_scores")
-    tol = res.method.passage_tolerance
-    train = [c for c in ("public_domain", "copyrighted") if books is not None and c in set(books.category)]
-    nt = panel(res, "non_training", ("dsp_jb", "recap", "echo_fb"), seed_offset=2)
-    tr = [p for c in train if (p := panel(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
-    if nt is None or not tr:
+    books, tol, margin = res.tables.get("book_scores"), res.method.passage_tolerance, float(claim.threshold)
+    col = f"passages_m{tol}"
+    if books is None or books.empty or col not in books.columns:
+        return untestable("no books", NO_BOOKS.format("non-training or training"), full_command("recap_feedback"))
+    nt, tr = _recap_passages(books, col, False), _recap_passages(books, col, True)
+    if nt.empty or tr.empty:
         return untestable("no non-training or training books", NO_BOOKS.format("non-training or training"),
                           full_command("recap_feedback"))
-    level = bonferroni_level(2, ALPHA)
-    g_tr = np.mean([p[0][:, 1] - p[0][:, 0] for p in tr], axis=0)
-    g_nt, over = nt[0][:, 1] - nt[0][:, 0], nt[0][:, 1] - nt[0][:, 2]
-    setting = setting_text(res, nt[1], "non_training", nt[2], f"passages: 40 tokens, ≤ {tol} mismatches")
-    worst = int(books[(books.category == "non_training") & (books.method == "recap")][f"passages_m{tol}"].max())
-    units = min([units_per_target(p[2], p[1]) for p in tr] + [units_per_target(nt[2], nt[1])])
-    tr_ci = boot_ci(g_tr, units=units)
-    if tr_ci[0] <= 0:
-        return untestable(setting, f"no positive control: the loop's gain on training books {g_tr.mean():+.3f} "
-                          f"[{tr_ci[0]:+.3f}, {tr_ci[1]:+.3f}] is not above 0 (RECAP − its floor on non-training "
-                          f"books {over.mean():+.3f})", full_command("recap_feedback"))
-    d = g_tr - g_nt
-    ci, over_ci = boot_ci(d, level, units), boot_ci(over, level, units_per_target(nt[2], nt[1]))
-    per_book = [w["recap"] - w["dsp_jb"] for c in train
-                if (w := scores(res, c, ("dsp_jb", "recap"), members_only=True)) is not None]
-    w_nt = scores(res, "non_training", ("dsp_jb", "recap"))
-    seed, B = run_seed(res)
-    p = permutation_diff(np.concatenate([x.to_numpy(float) for x in per_book]),
-                         (w_nt["recap"] - w_nt["dsp_jb"]).to_numpy(float), n_resamples=B, seed=seed)
-    tests = [guard(decide(ci), p, level), decide(over_ci, direction="below")]
-    v, n = combine(tests), nt[2] + sum(p[2] for p in tr)
-    needs = [x for x in (n_if_open(float(d.mean()), ci, n, tests[0]),
-                         n_if_open(float(over.mean()), over_ci, n, tests[1])) if x]
-    return Finding(float(worst), None, setting, v,
-                   f"gain on training books {g_tr.mean():+.3f}, on non-training books {g_nt.mean():+.3f}; difference "
-                   f"{d.mean():+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; RECAP − its floor on non-training books "
-                   f"{over.mean():+.3f} [{over_ci[0]:+.3f}, {over_ci[1]:+.3f}]; at most {worst} RECAP passage(s) per "
-                   f"non-training book", statistic="most RECAP passages on a non-training book and target; decided on "
-                   "training gain − non-training gain and on RECAP's margin over its floor on non-training books",
-                   p_value=p, our_n=n, n_needed=max(needs, default=None))
+    targets = list(dict.fromkeys(nt.index.get_level_values("target")))
+    setting = setting_text(res, targets, "non_training", len(nt), f"vs {len(tr)} training (target, book) pairs; "
+                           f"passages: 40 tokens, ≤ {tol} mismatches")
+    x_nt, x_tr = nt.to_numpy(float), tr.to_numpy(float)
+    worst = float(x_nt.max())
+    if x_tr.sum() == 0:
+        return untestable(setting, f"no positive control: RECAP found no passage on the {len(tr)} training books "
+                          f"(and {int(x_nt.sum())} on the {len(nt)} non-training ones), so finding none on non-training "
+                          "books says nothing", full_command("recap_feedback"))
+    level, (seed, B) = bonferroni_level(2, ALPHA), run_seed(res)
+    ci_nt = boot_ci(_boot_means(x_nt, seed, B), level, len(x_nt))
+    p_nt = sign_flip_p(x_nt - margin, n_resamples=B, seed=seed)
+    d = _boot_means(x_tr, seed + 1, B) - _boot_means(x_nt, seed + 2, B)
+    ci_d = boot_ci(d, level, min(len(x_tr), len(x_nt)))
+    p_d = permutation_diff(x_tr, x_nt, n_resamples=B, seed=seed)
+    tests = [guard(decide(ci_nt, margin, "below"), p_nt, level), guard(decide(ci_d), p_d, level)]
+    est_d = float(x_tr.mean() - x_nt.mean())
+    needs = [n_if_open(float(x_nt.mean()) - margin, (ci_nt[0] - margin, ci_nt[1] - margin), len(x_nt), tests[0],
+                       level), n_if_open(est_d, ci_d, len(x_nt) + len(x_tr), tests[1])]
+    why = (f"RECAP passages per non-training book {x_nt.mean():.2f} [{ci_nt[0]:.2f}, {ci_nt[1]:.2f}] vs margin "
+           f"{margin:g} (sign-flip p {p_nt:.3g}; {int(x_nt.sum())} passages on {len(x_nt)} books, at most {worst:g} on "
+           f"one); per training book {x_tr.mean():.2f} ({int(x_tr.sum())} on {len(x_tr)} books), training − "
+           f"non-training {est_d:+.2f} [{ci_d[0]:+.2f}, {ci_d[1]:+.2f}] (permutation p {p_d:.3g})")
+    if len(x_nt) < sign_flip_min_n(level):
+        why += f"; {len(x_nt)} non-training books cannot reach the sign-flip level (needs {sign_flip_min_n(level)})"
+    return Finding(worst, None, setting, combine(tests), why,
+                   statistic="most RECAP passages on a non-training book and target; decided on the mean passages per "
+                   "non-training book (below 1) and on training − non-training passages per book",
+                   p_value=max(p_nt, p_d), our_n=len(x_nt) + len(x_tr), n_needed=max([x for x in needs if x], default=None))
 
 
-def _frontier_areas(ev, thresholds, idx) -> dict[str, np.ndarray]:
+# -- §5.7: the memorization-score filter --------------------------------------------------------------------------
+def _frontier_areas(ev, thresholds, w: np.ndarray) -> dict[str, np.ndarray]:
     """Per signal, the frontier area (mean over savings levels 0–1 of the best filtered ROUGE-L reachable while
-    saving at least that share) for each resample of events ``idx`` (B × n)."""
+    saving at least that share of feedback calls) for each row of event weights ``w`` (draws × events: how often
+    each event's book was drawn; ones for the observed events)."""
     grid = np.linspace(0, 1, 201)
-    calls, full = (ev[c].to_numpy(float)[idx] for c in ("feedback_calls", "recap"))
-    total = calls.sum(axis=1)
+    calls, full, base = (ev[c].to_numpy(float) for c in ("feedback_calls", "recap", "dsp_jb"))
+    wsum, total = w.sum(axis=1), (w * calls).sum(axis=1)
     out = {}
-    for sig in ("hybrid", "rouge_l", "cosine"):
-        s = ev[sig].to_numpy(float)[idx]
-        pts_q, pts_r = [np.zeros(len(idx))], [full.mean(axis=1)]
+    for sig in SIGNALS:
+        s = ev[sig].to_numpy(float)
+        pts_q, pts_r = [np.zeros(len(w))], [(w * full).sum(axis=1) / wsum]
         for t in thresholds:
             keep = s >= t
             with np.errstate(invalid="ignore", divide="ignore"):
-                pts_q.append(np.where(total > 0, (calls * ~keep).sum(axis=1) / total, 0.0))
-            pts_r.append(filtered_rouge(ev, sig, t, idx).mean(axis=1))
-        q, r = np.stack(pts_q, 1), np.stack(pts_r, 1)                     # B × points
-        ok = q[:, :, None] >= grid[None, None, :] - 1e-12                   # B × points × grid
+                pts_q.append(np.where(total > 0, (w * (calls * ~keep)).sum(axis=1) / total, 0.0))
+            pts_r.append((w * np.where(keep, full, base)).sum(axis=1) / wsum)
+        q, r = np.stack(pts_q, 1), np.stack(pts_r, 1)                     # draws × points
+        ok = q[:, :, None] >= grid[None, None, :] - 1e-12                   # draws × points × grid
         best = np.where(ok, r[:, :, None], -np.inf).max(axis=1)
         best = np.where(np.isfinite(best), best, r.min(axis=1, keepdims=True))
         out[sig] = best.mean(axis=1)
     return out
 
 
+def _book_weights(ev, seed: int, B: int) -> tuple[np.ndarray, int]:
+    """(B × events) weights of a book-clustered bootstrap: (target, book) pairs are resampled, each event weighted by
+    how often its pair was drawn; and the number of pairs."""
+    book = ev.groupby(["target", "book"], sort=False).ngroup().to_numpy()
+    k = int(book.max()) + 1
+    counts = np.concatenate([np.stack([np.bincount(row, minlength=k) for row in idx])
+                             for idx in resample_indices(k, B, seed)])
+    return counts[:, book].astype(float), k
+
+
 @scoped_rule("recap_filter_hybrid", "recap_filter_hybrid_aligned")
 def filter_hybrid(res, claim: Claim) -> Finding:
-    """Hypothesis: the hybrid memorization score is the best filter: its frontier area (filtered ROUGE-L over the
-    share of feedback queries saved) exceeds both ROUGE-L's and cosine's; 95 % event-level bootstrap interval of
-    hybrid − the better other above 0. Not testable when the run computed no memorization scores. Our value: the
-    hybrid's filtered ROUGE-L at the threshold saving closest to half the queries (the paper: 0.44, unfiltered 0.53)."""
+    """Hypothesis: the hybrid memorization score is the best of the three filters: its frontier area (filtered
+    ROUGE-L averaged over the share of feedback calls saved, 0–1) exceeds both ROUGE-L's and cosine's by at least
+    ``threshold`` δ = 0.02 (our reading of "best": a smaller difference is a tie, and three tied filters have no best
+    one; δ is about a fifth of the 0.09 ROUGE-L the paper's hybrid filter gives up, 0.53 → 0.44). Paired (the same
+    draws for every filter), book-clustered bootstrap ((target, book) pairs resampled, expanded percentile intervals)
+    of hybrid − ROUGE-L and hybrid − cosine, each at 1 − 0.05/2: reproduced iff both lie above δ, contradicted iff
+    one lies below δ (another filter is as good or better), inconclusive otherwise and on fewer (target, book) pairs
+    than the exact sign-flip test needs at that level (7: a bootstrap of 2 books has 3 distinct draws). Not testable
+    when the run computed no memorization scores. Our value: the hybrid's filtered ROUGE-L at the threshold saving
+    closest to half the calls (the paper: 0.44, unfiltered 0.53)."""
     tr, ev = res.tables.get("filter_tradeoff"), res.tables.get("filter_events")
+    cmd = full_command("recap_feedback")
     if tr is None or tr.empty or ev is None or ev.empty:
-        return untestable("no memorization scores", "the run computed no memorization scores per event",
-                          full_command("recap_feedback"))
+        return untestable("no memorization scores", "the run computed no memorization scores per event", cmd)
+    if "book" not in ev.columns:
+        return untestable("filter_events without books", "filter_events has no book column (a run before issue 49), "
+                          "so events cannot be resampled by book", cmd)
     seed, B = run_seed(res)
+    delta, level = float(claim.threshold), bonferroni_level(2, ALPHA)
     thresholds = sorted(tr.threshold.unique())
     tr = filter_tradeoff(ev, thresholds)          # of the claim's targets' events (tr: every target's)
-    point = _frontier_areas(ev, thresholds, np.arange(len(ev))[None, :])
-    draws = _frontier_areas(ev, thresholds, np.concatenate(list(resample_indices(len(ev), B, seed))))
-    d = draws["hybrid"] - np.maximum(draws["rouge_l"], draws["cosine"])
-    est = float(point["hybrid"][0] - max(point["rouge_l"][0], point["cosine"][0]))
-    ci = boot_ci(d, units=len(ev))
-    v = decide(ci)
+    point = {s: float(v[0]) for s, v in _frontier_areas(ev, thresholds, np.ones((1, len(ev)))).items()}
+    w, n_books = _book_weights(ev, seed, B)
+    draws = _frontier_areas(ev, thresholds, w)
+    tests = {o: (point["hybrid"] - point[o], boot_ci(draws["hybrid"] - draws[o], level, n_books))
+             for o in ("rouge_l", "cosine")}
+    least = sign_flip_min_n(level)   # as the sign-flip-guarded rules: fewer books than any exact test needs
+    verdicts = [decide(ci, delta) if n_books >= least else "inconclusive" for _, ci in tests.values()]
     h = tr[tr.signal == "hybrid"]
     mid = h.iloc[(h.queries_saved - 0.5).abs().argmin()]
+    needs = [n_if_open(d - delta, (ci[0] - delta, ci[1] - delta), n_books, v, level)
+             for (d, ci), v in zip(tests.values(), verdicts)]
+    few = f"; {n_books} (target, book) pairs cannot decide (needs ≥ {least})" if n_books < least else ""
     return Finding(float(mid.rouge_l_filtered), None, f"targets: {', '.join(dict.fromkeys(ev.target))}; oracle "
-                   f"filter on {len(ev)} RECAP events; thresholds "
-                   f"{', '.join(f'{t:g}' for t in thresholds)}", v,
-                   "frontier area " + ", ".join(f"{s} {a[0]:.3f}" for s, a in point.items())
-                   + f"; hybrid − best other {est:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]; unfiltered "
-                   f"{float(tr.rouge_l_unfiltered.iloc[0]):.3f}; hybrid at {mid.threshold:g} saves "
-                   f"{mid.queries_saved:.0%}",
-                   statistic="hybrid-filtered ROUGE-L at ~50 % queries saved; decided on the frontier-area difference",
-                   our_n=len(ev), n_needed=n_if_open(est, ci, len(ev), v))
+                   f"filter on {len(ev)} RECAP events of {n_books} (target, book) pairs; thresholds "
+                   f"{', '.join(f'{t:g}' for t in thresholds)}", combine(verdicts),
+                   "frontier area " + ", ".join(f"{s} {a:.3f}" for s, a in point.items()) + "; "
+                   + "; ".join(f"hybrid − {o} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]" for o, (d, ci) in tests.items())
+                   + f" (margin +{delta:g}); unfiltered {float(tr.rouge_l_unfiltered.iloc[0]):.3f}; hybrid at "
+                   f"{mid.threshold:g} saves {mid.queries_saved:.0%}{few}",
+                   statistic="hybrid-filtered ROUGE-L at ~50 % queries saved; decided on hybrid − each other filter's "
+                   "frontier area against the margin", our_n=n_books, n_needed=max([x for x in needs if x], default=None))

@@ -270,10 +270,10 @@ def filter_tradeoff_by_target(events: pd.DataFrame, thresholds: Sequence[float])
 
 
 def filter_events(records: Iterable[dict], *, variant: str) -> pd.DataFrame:
-    """The events behind :func:`filter_tradeoff`, one row each: its target and split, feedback-loop target calls,
-    RECAP's and DSP + JB's score, and the three filter signals (so a rule can resample events)."""
+    """The events behind :func:`filter_tradeoff`, one row each: its target, book and split, feedback-loop target
+    calls, RECAP's and DSP + JB's score, and the three filter signals (so a rule can resample events by book)."""
     recs = [r for r in records if r.get("status") == "ok" and r.get("memscore")]
-    return pd.DataFrame([{"target": r["target"], "split": r.get("split"),
+    return pd.DataFrame([{"target": r["target"], "book": r["book_id"], "split": r.get("split"),
                           "feedback_calls": (r["methods"]["recap"]["target_calls"]
                                              - r["methods"]["dsp_jb"]["target_calls"]),
                           "recap": r["methods"]["recap"][variant], "dsp_jb": r["methods"]["dsp_jb"][variant],

@@ -200,31 +200,54 @@ def capability_gap(res, claim: Claim) -> Finding:
 
 @rule("propme_prompt_overlap")
 def prompt_overlap(res, claim: Claim) -> Finding:
-    """Hypothesis: the prompts' own verbatim overlap with the tiny model's training set rises from generic to
-    specific to prefix prompts: two MOVER intervals of the step differences in the verbatim-matched share, each at
-    97.5 %; reproduced iff both lie above 0, contradicted iff one lies below. Our value: the prefix prompts'
-    verbatim-matched share (the study keeps per-setting shares; average nv_recall is in ``reason``)."""
-    po, name = res.tables.get("prompt_overlap"), _tiny_name(res)
-    if po is None or po.empty:
-        return untestable("no prompt-overlap table", "the run traced no prompts", full_command("trace_capability_propensity"))
-    t = po[po.model == name].set_index("setting")
-    if not all(s in t.index for s in ("generic", "specific", "prefix")):
-        return untestable(name, "a prompt setting is missing", full_command("trace_capability_propensity"))
-    k = {s: (round(t.loc[s, "verbatim_matched_fraction"] * t.loc[s, "prompts"]), int(t.loc[s, "prompts"]))
-         for s in ("generic", "specific", "prefix")}
-    level = bonferroni_level(2, ALPHA)
-    tests = []
-    for a, b in (("specific", "generic"), ("prefix", "specific")):
-        est, lo, hi = mover_contrast(*k[a], *k[b], level=level)
-        tests.append((a, b, est, (lo, hi), decide((lo, hi)), k[a][1] + k[b][1]))
-    nv = t.avg_nv_recall
-    why = ("; ".join(f"{a} − {b} {e:+.2f} {_fmt(ci)}" for a, b, e, ci, _, _ in tests)
-           + f"; avg nv_recall generic {nv['generic']:.3f}, specific {nv['specific']:.3f}, prefix {nv['prefix']:.3f}")
-    setting = f"{name}, prompts traced against its training set; " + ", ".join(f"{s} n = {v[1]}" for s, v in k.items())
-    needs = [n_to_decide(e, ci, n, 0.0) for *_, e, ci, v, n in tests if v == "inconclusive"]
-    return Finding(k["prefix"][0] / k["prefix"][1], None, setting, combine([x[4] for x in tests]), why,
-                   statistic="share of prefix prompts matched verbatim; decided on the two steps",
-                   our_n=sum(v[1] for v in k.values()), n_needed=max((x for x in needs if x), default=None))
+    """Hypothesis: specific prompts overlap the tiny model's training set more than generic ones (the step of the
+    paper's generic → specific → prefix rise that can fail here; prefix prompts are cut from that training set, so
+    theirs is full by construction: sanity check propme_prefix_prompts_in_corpus). Decided on the prompts' average
+    nv_recall against the training set (Fig. 2 a/c): 95 % bootstrap interval of specific − generic (different
+    prompts: independent resamples); reproduced iff it lies above 0, contradicted iff below. The verbatim-matched
+    share (Fig. 2 b/d) is reported, not tested: both template sets are written by us, never copied from the corpus,
+    so theirs is 0 by design. Our value: specific − generic average nv_recall."""
+    ps, name = res.tables.get("prompt_scores"), _tiny_name(res)
+    cmd = full_command("trace_capability_propensity")
+    if ps is None or ps.empty:
+        return untestable("no per-prompt scores", "the run kept no per-prompt overlap (prompt_scores: a run before "
+                          "issue 49)", cmd)
+    t = ps[ps.model == name]
+    x = {s: t[t.setting == s].nv_recall.to_numpy(float) for s in ORDINARY}
+    if any(len(v) == 0 for v in x.values()):
+        return untestable(name, "a template prompt setting is missing", cmd)
+    d = _means(x["specific"], _seed(res)) - _means(x["generic"], _seed(res) + 1)
+    n = min(len(v) for v in x.values())
+    est, ci = float(x["specific"].mean() - x["generic"].mean()), _ci(d, units=n)
+    v = decide(ci)
+    fm = {s: t[t.setting == s].full_match.to_numpy(float) for s in (*ORDINARY, "prefix")}
+    shares = ", ".join(f"{s} {int(f.sum())}/{len(f)}" for s, f in fm.items() if len(f))
+    return Finding(est, ci, f"{name}, prompts traced against its training set; "
+                   + ", ".join(f"{s} n = {len(v_)}" for s, v_ in x.items()), v,
+                   f"average nv_recall generic {x['generic'].mean():.3f}, specific {x['specific'].mean():.3f}; "
+                   f"specific − generic {est:+.3f} {_fmt(ci)}; verbatim-matched prompts (not tested) {shares}",
+                   statistic="specific − generic average nv_recall of the prompts (bootstrap 95 %)",
+                   our_n=sum(len(v_) for v_ in x.values()),
+                   n_needed=n_to_decide(est, ci, 2 * n, 0.0) if v == "inconclusive" else None)
+
+
+@rule("propme_prefix_prompts_in_corpus")
+def prefix_prompts_in_corpus(res, claim: Claim) -> Check:
+    """Sanity: every prefix prompt is matched verbatim in the corpus it is traced against (it is cut from that
+    corpus's documents), for every model × corpus of ``prompt_overlap``; the control is the template prompts'
+    verbatim-matched share (written by us, never copied from the corpus: 0 expected)."""
+    po = res.tables.get("prompt_overlap")
+    control = "verbatim-matched share of the template (generic, specific) prompts"
+    if po is None or po.empty or not (po.setting == "prefix").any():
+        return Check(None, control, None, False, "no prefix prompts traced: nothing checked")
+    pre, tpl = po[po.setting == "prefix"], po[po.setting.isin(ORDINARY)]
+    k = (pre.verbatim_matched_fraction * pre.prompts).round()
+    kt = (tpl.verbatim_matched_fraction * tpl.prompts).round()
+    ok = bool((pre.verbatim_matched_fraction == 1.0).all())
+    return Check(float(k.sum() / pre.prompts.sum()), control, float(kt.sum() / tpl.prompts.sum()) if len(tpl) else None,
+                 ok, f"{int(k.sum())} of {int(pre.prompts.sum())} prefix prompts matched verbatim over "
+                 f"{len(pre)} model × corpus cells (lowest {pre.verbatim_matched_fraction.min():.2f}); template "
+                 f"prompts {int(kt.sum())} of {int(tpl.prompts.sum())}")
 
 
 # -- Figs. 3–8: training stages --------------------------------------------------------------------------------

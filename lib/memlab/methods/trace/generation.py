@@ -32,12 +32,16 @@ def run_propme(backend, tracer: Tracer, template_file: str | Path, docs, *, n_pr
 
 
 def prompt_overlap(tracer: Tracer, prompt_sets: dict[str, list[Prompt]], *, n_tokens: int,
-                   nv_recall_threshold: float) -> list[dict]:
+                   nv_recall_threshold: float, per_prompt: list | None = None) -> list[dict]:
     """Fig. 2: each prompt set traced against the corpus — average nv_recall and the fraction of prompts
-    matched verbatim (full_raw) in the corpus."""
+    matched verbatim (full_raw) in the corpus. ``per_prompt``: a list that gets one row per prompt (its setting,
+    position ``i``, nv_recall and full match: the units whose means those are)."""
     rows = []
     for setting, prompts in prompt_sets.items():
         traces = tracer.trace([p.text for p in prompts])
+        if per_prompt is not None:
+            per_prompt += [{"setting": setting, "i": i, "nv_recall": float(t.nv_recall),
+                            "full_match": float(t.full_match)} for i, t in enumerate(traces)]
         m = corpus_metrics(traces, n_tokens=n_tokens, nv_recall_threshold=nv_recall_threshold, with_rouge=False)
         rows.append({"setting": setting, "prompts": len(prompts), "avg_nv_recall": m["avg_nv_recall"],
                      "verbatim_matched_fraction": m["generations_full_matches_ratio"],

