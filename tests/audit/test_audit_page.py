@@ -14,9 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-import memlab.report as report  # noqa: E402
-from memlab.report import Report  # noqa: E402
 from memlab.results import StudyResult  # noqa: E402
+from tests.report.recording_report import recording_report  # noqa: E402
 
 NOT_RUN = ("not measured: results/{}/default has no run (make reproduce, or python -m memlab.run "
            "experiment={})")
@@ -69,24 +68,11 @@ def _audit_csv(selfcheck: bool = True, trace: bool = True) -> pd.DataFrame:
     return pd.read_csv(io.StringIO(pd.DataFrame(rows, columns=columns).to_csv(index=False)))
 
 
-def _bare_report(tmp_path, monkeypatch) -> tuple[Report, list]:
-    """A Report writing into tmp_path whose displays are recorded (no kernel), as tests/report does."""
-    shown = []
-    monkeypatch.setattr(report, "_display", shown.append)
-    monkeypatch.setattr(report, "_text", lambda s: ("text", s))
-    monkeypatch.setattr(report, "_png", lambda p: ("png", p.name))
-    rep = object.__new__(Report)
-    rep.out_dir, rep.experiment, rep._catalog, rep._metrics = tmp_path, "no_such_experiment", None, {}
-    rep._metrics_path = tmp_path / "metrics.json"
-    for d in ("tables", "figures"):
-        (tmp_path / d).mkdir()
-    return rep, shown
-
 
 def test_a_table_and_a_figure_of_one_name_are_each_shown_once(tmp_path, monkeypatch):
     """The audit (like recap_table3, trace_stages) shows a table and a figure both named ``audit``: the page showed
     the table twice and never the figure."""
-    rep, shown = _bare_report(tmp_path, monkeypatch)
+    rep, shown = recording_report(tmp_path, monkeypatch)
     res = StudyResult()
     df = pd.DataFrame({"a": [1, 2]})
     fig, ax = plt.subplots()
@@ -103,7 +89,7 @@ def test_the_page_shows_one_readable_table_and_the_figure_with_its_caption(tmp_p
     from memlab.audit.study import summary_result
 
     summary = _audit_csv()
-    rep, shown = _bare_report(tmp_path, monkeypatch)
+    rep, shown = recording_report(tmp_path, monkeypatch)
     rep.save(summary_result(summary, "tiny-neox-kjv-m-final"))
     table, png, caption = shown
     assert png == ("png", "audit.png") and caption[0] == "text" and CAPTION in caption[1]

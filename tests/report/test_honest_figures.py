@@ -20,7 +20,7 @@ from memlab.methods.recap import plots as R  # noqa: E402
 from memlab.methods.trace import plots as T  # noqa: E402
 from memlab.metrics.bootstrap import bootstrap_mean  # noqa: E402
 from memlab.metrics.intervals import wilson  # noqa: E402
-from memlab.report import Report, degenerate  # noqa: E402
+from memlab.report import degenerate  # noqa: E402
 from memlab.results import StudyResult  # noqa: E402
 
 BOOT = {"n_resamples": 200, "seed": 7}
@@ -128,17 +128,9 @@ def test_nothing_to_show_despite_paper_line_and_wilson_caps():
 
 
 def test_report_shows_the_sentence_not_the_plot(tmp_path, monkeypatch):
-    import memlab.report as report
+    from tests.report.recording_report import recording_report
 
-    shown = []
-    monkeypatch.setattr(report, "_display", shown.append)
-    monkeypatch.setattr(report, "_text", lambda s: ("text", s))
-    monkeypatch.setattr(report, "_png", lambda p: ("png", p.name))
-    rep = object.__new__(Report)
-    rep.out_dir, rep.experiment, rep._catalog, rep._metrics = tmp_path, "no_such_experiment", None, {}
-    rep._metrics_path = tmp_path / "metrics.json"
-    for d in ("tables", "figures"):
-        (tmp_path / d).mkdir()
+    rep, shown = recording_report(tmp_path, monkeypatch)
     res = StudyResult()
     flat, ax = plt.subplots()
     ax.plot([0, 1, 2], [0, 0, 0])
