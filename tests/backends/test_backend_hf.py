@@ -60,18 +60,56 @@ def test_rows_with_different_budgets_share_a_batch(micro_family, micro_backend, 
         assert g.completion_tokens == a.completion_tokens
 
 
-def test_static_kv_cache_gives_the_dynamic_cache_tokens(micro_family, micro_backend):
-    """kv_cache: static (the zoo's setting) writes into one preallocated buffer per batch; greedy and seeded
-    samples come out as with the dynamic cache, on prompts of different lengths in one padded batch."""
-    static = build_backend({**micro_family.model_cfg, "batch_size": 4, "kv_cache": "static"})
-    dynamic = build_backend({**micro_family.model_cfg, "batch_size": 4, "kv_cache": "dynamic"})
-    reqs = [Req(prompt=p, max_new_tokens=20, temperature=0.0 if i % 2 else 1.0, seed=5)
+def test_static_and_grouped_kv_caches_give_the_dynamic_cache_tokens(micro_family, micro_backend):
+    """kv_cache: static writes into one preallocated buffer per batch, grouped (the zoo's setting) keeps a prompt
+    shared by several rows once; greedy and seeded samples come out as with the dynamic cache, on prompts of
+    different lengths in one padded batch, with several samples of one prompt among them; scores are unchanged."""
+    backends = {kv: build_backend({**micro_family.model_cfg, "batch_size": 6, "kv_cache": kv})
+                for kv in ("static", "dynamic", "grouped")}
+    reqs = [Req(prompt=p, max_new_tokens=20, temperature=0.0 if i % 2 else 1.0, n=1 if i % 2 else 3, seed=5)
             for i, p in enumerate(prompts(micro_family))]
-    assert [g.samples[0].token_ids for g in static.generate(reqs)] == \
-        [g.samples[0].token_ids for g in dynamic.generate(reqs)]
-    assert (static.numerics, dynamic.numerics) == ("float32/static-kv", "float32")  # cache keys kept apart
-    with pytest.raises(ConfigError, match="kv_cache must be dynamic or static"):
+    tokens = {kv: [[s.token_ids for s in g.samples] for g in b.generate(reqs)] for kv, b in backends.items()}
+    assert tokens["static"] == tokens["dynamic"] == tokens["grouped"]
+    scored = {kv: [s.logprobs for s in b.score(prompts(micro_family)[:3])] for kv, b in backends.items()}
+    assert scored["grouped"] == scored["dynamic"]
+    assert [b.numerics for b in backends.values()] == ["float32/static-kv", "float32", "float32/grouped-kv"]
+    with pytest.raises(ConfigError, match=r"model.kv_cache='paged': must be one of dynamic, static, grouped"):
         build_backend({**micro_family.model_cfg, "kv_cache": "paged"})
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(4, 4), (6, 2)])
+def test_grouped_attention_is_padded_attention(heads, kv_heads):
+    """The grouped step (one query per row; per-group prompt keys, per-row generated keys; GQA when kv_heads <
+    heads) equals sdpa over the padded cache with its mask, to float rounding."""
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from memlab.backends.hf_grouped import GroupedKV, attention
+
+    gen = torch.Generator().manual_seed(0)
+    dim, t, lengths, rows_of = 8, 3, [5, 9], [[0, 2, 3], [1, 4]]
+    prefix_k = [torch.randn(kv_heads, n, dim, generator=gen) for n in lengths]
+    prefix_v = [torch.randn(kv_heads, n, dim, generator=gen) for n in lengths]
+    gen_k, gen_v = torch.randn(5, kv_heads, t, dim, generator=gen), torch.randn(5, kv_heads, t, dim, generator=gen)
+    query = torch.randn(5, heads, 1, dim, generator=gen)
+    idx = [torch.tensor(r) for r in rows_of]
+    out, _ = attention(None, query, GroupedKV(prefix_k, gen_k, idx), GroupedKV(prefix_v, gen_v, idx), None,
+                       scaling=dim ** -0.5)
+    width = max(lengths)
+    keys, values = torch.zeros(5, kv_heads, width + t, dim), torch.zeros(5, kv_heads, width + t, dim)
+    mask = torch.full((5, 1, 1, width + t), float("-inf"))
+    for g, rows in enumerate(rows_of):
+        for r in rows:
+            keys[r, :, width - lengths[g]:width], values[r, :, width - lengths[g]:width] = prefix_k[g], prefix_v[g]
+            mask[r, :, :, width - lengths[g]:] = 0.0
+    keys[:, :, width:], values[:, :, width:] = gen_k, gen_v
+
+    class Module(torch.nn.Module):
+        is_causal, num_key_value_groups = False, heads // kv_heads
+
+    ref, _ = sdpa_attention_forward(Module(), query, keys, values, mask, scaling=dim ** -0.5)  # repeats the kv heads
+    assert out.shape == ref.shape == (5, 1, heads, dim)
+    assert torch.allclose(out, ref, atol=1e-6)
 
 def test_prompt_token_ids_equal_text_prompt(micro_family, micro_backend):
     p = prompts(micro_family)[2]
@@ -101,7 +139,7 @@ def test_sampling_depends_only_on_request_seed_and_index(micro_family, micro_bac
     assert other_seed.texts != alone.texts
 
 
-@pytest.mark.parametrize("kv_cache", ["static", "dynamic"])
+@pytest.mark.parametrize("kv_cache", ["static", "dynamic", "grouped"])
 def test_rows_share_the_prefill_of_a_common_prefix(micro_family, kv_cache, monkeypatch):
     """A row's prompt is prefilled from the longest prefix it shares with a row of its batch computed before it
     (the i samples of a request share all of it, a perturbed copy the text before its first change): fewer tokens
@@ -131,7 +169,7 @@ def test_rows_share_the_prefill_of_a_common_prefix(micro_family, kv_cache, monke
     padded = 8 * max(lengths.values())
     own = 3 * lengths[reqs[0]] + 2 * lengths[reqs[1]] + lengths[reqs[2]] + lengths[reqs[3]]
     assert prefilled < lengths[reqs[0]] + lengths[reqs[1]] + lengths[reqs[3]] < own < padded
-    monkeypatch.setattr(HFBackend, "_shared_prefill", lambda self, prompts, width, max_len: None)
+    monkeypatch.setattr(HFBackend, "_shared_prefill", lambda self, prompts, width, max_new: None)
     fed.clear()
     alone = backend.generate(reqs)
     assert sum(fed) >= padded

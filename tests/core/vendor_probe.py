@@ -72,8 +72,23 @@ def ops() -> dict:
                                                         torch.randn(8, 65, 33, generator=g)))}
     for name, t in (("exp", x), ("log", pos), ("sqrt", pos), ("erf", x), ("tanh", x)):
         out[f"torch.{name}"] = sha(getattr(torch, name)(t))
+    out["grouped attention"] = sha(grouped_step(g))
     out["numpy float64 exp/log"] = sha(np.log1p(np.exp(x.double().numpy())))
     out["numpy float32 matmul"] = sha(a.numpy() @ b.numpy())
+    return out
+
+
+def grouped_step(g: torch.Generator) -> torch.Tensor:
+    """One decoding step of the zoo's grouped KV cache (backends/hf_grouped.py) at a PEARL-like shape: 7 prompts
+    of 300 positions shared by 61 rows, 40 generated positions, 4 heads of 48."""
+    from memlab.backends.hf_grouped import GroupedKV, attention
+
+    rows_of = [torch.arange(i, 61, 7) for i in range(7)]
+    prefix = [torch.randn(4, 300, 48, generator=g) for _ in rows_of]
+    values = [torch.randn(4, 300, 48, generator=g) for _ in rows_of]
+    gen_k, gen_v = torch.randn(61, 4, 40, 48, generator=g), torch.randn(61, 4, 40, 48, generator=g)
+    out, _ = attention(None, torch.randn(61, 4, 1, 48, generator=g), GroupedKV(prefix, gen_k, rows_of),
+                       GroupedKV(values, gen_v, rows_of), None, scaling=48 ** -0.5)
     return out
 
 
@@ -94,7 +109,7 @@ def main(out: Path, work: Path) -> None:
     path = checkpoint_dir(models, "vendor", "m", "final")
     backend = build_backend({"name": "vendor-probe", "backend": "hf", "path": str(path), "gguf_file": None,
                              "revision": "auto", "device": "cpu", "dtype": "float32", "threads": 1,
-                             "batch_size": 4, "score_batch_size": 4, "kv_cache": "static", "chat_template": "auto",
+                             "batch_size": 4, "score_batch_size": 4, "kv_cache": "grouped", "chat_template": "auto",
                              "trust_remote_code": False, "score_bos": "tokenizer"})
     requests = [GenerationRequest(prompt=t[:40], max_new_tokens=24) for t in TEXTS]
     requests += [GenerationRequest(prompt=t[:40], max_new_tokens=24, temperature=1.0, n=2, seed=3) for t in TEXTS]

@@ -49,8 +49,13 @@ class HFBackend(PerSampleBackend):
         self.model.to(self.device).eval()
         _transposed_output_layer(self.model)
         # bf16 and fp32 answers differ, so may (in the last bits) those of a static and a dynamic cache: keyed apart
-        self.numerics = str(self.model.dtype).removeprefix("torch.") + ("/static-kv" if self.kv_cache == "static"
-                                                                         else "")
+        self.numerics = str(self.model.dtype).removeprefix("torch.") + {"static": "/static-kv",
+                                                                        "grouped": "/grouped-kv"}.get(self.kv_cache, "")
+        if self.kv_cache == "grouped":
+            from memlab.backends import hf_grouped
+
+            hf_grouped.register()
+            self.model.set_attn_implementation(hf_grouped.NAME)
         _warn_if_bf16_is_slow(self.model.dtype, self.device)
         self._set_tokens()
         if cfg.chat_template not in ("auto", "none"):
@@ -69,10 +74,9 @@ class HFBackend(PerSampleBackend):
         self.score_batch_size = int(cfg.batch_size if cfg.score_batch_size is None else cfg.score_batch_size)
         if self.score_batch_size < 1:
             raise ConfigError(f"model.score_batch_size must be >= 1, got {cfg.score_batch_size}")
-        if cfg.kv_cache not in ("dynamic", "static"):
-            raise ConfigError(f"model.kv_cache must be dynamic or static, got {cfg.kv_cache!r}")
         # static: one buffer per batch of prompt + max_new_tokens positions, written in place (no copy of the
-        # whole cache at every step); for small models that copy is a quarter of a decoding step
+        # whole cache at every step); for small models that copy is a quarter of a decoding step. grouped: the
+        # rows sharing a prompt share its keys and values (backends/hf_grouped.py; PEARL's i samples per level)
         self.kv_cache = cfg.kv_cache
 
     def _set_tokens(self) -> None:
@@ -161,7 +165,7 @@ class HFBackend(PerSampleBackend):
                                   pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_ids or None,
                                   cache_implementation="static" if self.kv_cache == "static" else None)
         input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        cache = self._shared_prefill(prompts, width, width + max(budgets))
+        cache = self._shared_prefill(prompts, width, max(budgets))
         if cache is not None:
             config.cache_implementation = None  # generate() continues the cache it is given
         seqs = self.model.generate(
@@ -170,15 +174,16 @@ class HFBackend(PerSampleBackend):
         ).cpu()
         return decoded_results(self.tokenizer, seqs, prompts, width, budgets, self.eos_token_ids, stopper, req0.stop)
 
-    def _shared_prefill(self, prompts: Sequence[list[int]], width: int, max_len: int):
+    def _shared_prefill(self, prompts: Sequence[list[int]], width: int, max_new: int):
         """The KV cache of the batch's prompts, each but its last token, left-padded to ``width - 1`` as the batch,
         computed row by row so that a row starts from the longest prefix it shares with a row already computed:
         the i samples of a request share their whole prompt, PEARL's perturbation levels of a document share the
         text before the first perturbed token, and all rows share the chat template and instruction. generate()
         then runs only each row's last prompt token and the new ones. Positions are a row's own (0 at its first
         real token), as generate() gives left-padded rows; the padding keys are zeros it masks out. A static cache
-        is sized as generate() sizes it (``max_len``). None — generate() prefills the padded batch itself — for a
-        prompt of one token, or one that reaches a sliding attention window."""
+        is sized as generate() sizes it (prompt + ``max_new``); a grouped one (backends/hf_grouped.py) keeps each
+        distinct context once, unpadded. None — generate() prefills the padded batch itself — for a prompt of one
+        token, or one that reaches a sliding attention window."""
         from transformers import DynamicCache, StaticCache
 
         window = getattr(self.model.config.get_text_config(decoder=True), "sliding_window", None)
@@ -203,7 +208,11 @@ class HFBackend(PerSampleBackend):
                        position_ids=torch.arange(shared, len(context), device=self.device).unsqueeze(0),
                        past_key_values=cache, use_cache=True, logits_to_keep=1)
             rows.append((context, [(layer.keys, layer.values) for layer in cache.layers]))
-        batch = (StaticCache(config=self.model.config, max_cache_len=max_len) if self.kv_cache == "static"
+        if self.kv_cache == "grouped":
+            from memlab.backends.hf_grouped import grouped_cache
+
+            return grouped_cache([context for context, _ in rows], [kv for _, kv in rows], width - 1, max_new)
+        batch = (StaticCache(config=self.model.config, max_cache_len=width + max_new) if self.kv_cache == "static"
                  else DynamicCache(config=self.model.config))
         for i in range(len(rows[0][1])):
             k0, v0 = rows[0][1][i]

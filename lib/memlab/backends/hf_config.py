@@ -8,7 +8,7 @@ class does not know, is refused in one line naming the key. The values' meaning:
 - ``device``: cpu | cuda | auto; ``dtype``: float32 | bfloat16 | float16 | auto | bfloat16_if_fast.
 - ``threads``: torch threads (null = torch's choice); ``batch_size``: rows per generation pass;
   ``score_batch_size``: rows per scoring pass (null = ``batch_size``).
-- ``kv_cache``: dynamic | static; ``chat_template``: auto | none; ``trust_remote_code``: transformers' flag;
+- ``kv_cache``: dynamic | static | grouped (backends/hf_grouped.py); ``chat_template``: auto | none; ``trust_remote_code``: transformers' flag;
   ``score_bos``: tokenizer | prepend (backends/score_bos.py).
 """
 
@@ -21,6 +21,8 @@ from typing import Any, Mapping
 from memlab.backends.score_bos import score_bos_of
 from memlab.errors import ConfigError
 from memlab.schema import check, typed
+
+KV_CACHES = ("dynamic", "static", "grouped")
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class HFBackendConfig:
     batch_size: int
     score_batch_size: int | None
     chat_template: str
-    kv_cache: str
+    kv_cache: str = field(metadata=check(choices=KV_CACHES))
     trust_remote_code: bool
     score_bos: str
 
