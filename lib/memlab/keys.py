@@ -16,7 +16,8 @@ def run_key(overrides: list[str] | str) -> str:
     """A filesystem-safe folder name from the command-line overrides ('default' when none).
 
     Every override that can change a result is in it (sorted), so the runs of a sweep never collide;
-    ``params.`` is dropped from keys; a key longer than 160 characters is shortened to a prefix plus a hash of the whole key.
+    ``params.`` is dropped from keys; a path or URL value keeps its last component and a hash (never the directories
+    or the host); a key longer than 160 characters is shortened to a prefix plus a hash of the whole key.
     """
     if isinstance(overrides, str):
         overrides = [o for o in overrides.split(",") if o]
@@ -24,11 +25,21 @@ def run_key(overrides: list[str] | str) -> str:
                   if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] not in NON_RESULT_KEYS)
     if not kept:
         return "default"
-    key = ",".join(o.removeprefix("params.") for o in kept)  # params.* is most of a sweep: keep keys short
+    key = ",".join(_located(o.removeprefix("params.")) for o in kept)  # params.*: most of a sweep, keys short
     key = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", key)
     if len(key) > 160:
         key = f"{key[:140]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     return key
+
+
+def _located(override: str) -> str:
+    """A path or URL value as its last component plus a hash of the whole value: the key tells the runs of two
+    folders apart without carrying the user's directories or a server's address into folder names and reports."""
+    name, sep, value = override.partition("=")
+    if not sep or "/" not in value or value.startswith("["):
+        return override
+    tail = next((part for part in reversed(value.split("/")) if part), "root")
+    return f"{name}={tail}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
 
 
 def expand(overrides: list[str]) -> tuple[dict[str, list[str]], list[list[str]]]:

@@ -60,7 +60,7 @@ def test_the_zoo_control_beside_a_tested_model_keeps_the_experiments_own_setting
     ov = ["model=gemma-3-270m", "model.threads=2"]
     cfg = compose("trace_capability_propensity", ov)
     mu.check_model_override(cfg, ov)
-    assert (cfg.model.name, cfg.model.threads, cfg.model.kv_cache) == ("tiny-neox", 2, "static")
+    assert (cfg.model.name, cfg.model.threads, cfg.model.kv_cache) == ("tiny-neox", 2, "grouped")
     assert [(m.name, m.threads) for m in cfg.models] == [("gemma-3-270m", 2)]
 
 
@@ -110,6 +110,12 @@ def test_the_runner_refuses_a_zoo_experiments_model_override_in_one_line(repo_ro
 def test_the_run_key_names_the_model_and_the_tasks_that_ran():
     key = run_key(["experiment=pearl_wild", "model.path=/data/gguf/My-Model.Q4_K_M.gguf", "params.tasks=[completion]"])
     assert "My-Model.Q4_K_M.gguf" in key and "tasks=[completion]" in key
+    # neither the user's directories nor a server's address reach the folder name; two folders stay apart
+    assert "data" not in key and "gguf/" not in key
+    other = run_key(["experiment=pearl_wild", "model.path=/other/My-Model.Q4_K_M.gguf", "params.tasks=[completion]"])
+    assert other != key
+    served = run_key(["model=llama-cpp", "model.base_url=http://10.1.2.3:8080/v1"])
+    assert "10.1.2.3" not in served and served.startswith("model.base_url=v1-")
 
 
 # -- claims follow what ran ------------------------------------------------------------------------------------
