@@ -53,7 +53,7 @@ def test_weight_dtype_is_part_of_the_key(micro_family, micro_backend, tmp_path):
     fp32 = CachedBackend(micro_backend, tmp_path / "c.sqlite")
     fp32.generate([req]), fp32.score([text])
     bf16 = CachedBackend(build_backend({**micro_family.model_cfg, "dtype": "bfloat16"}), tmp_path / "c.sqlite")
-    assert (fp32.numerics, bf16.numerics) == ("float32/static-kv", "bfloat16/static-kv")  # the zoo's kv_cache: static
+    assert (fp32.numerics, bf16.numerics) == ("float32/grouped-kv", "bfloat16/grouped-kv")  # the zoo's kv_cache: grouped
     got = bf16.score([text])[0]
     bf16.generate([req])
     assert bf16.hits == 0 and bf16.misses == 2 and len(bf16) == 4
