@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,3 +39,19 @@ def test_every_dvc_repro_named_in_lib_exists():
         for name in names:
             pat = re.compile("^" + re.escape(name).replace(r"\*", ".*") + "$")
             assert any(pat.match(s) for s in stages), f"`dvc repro {args}` named in {where}: no stage {name}"
+
+
+@pytest.mark.parametrize("target", ["report", "lab"])
+def test_report_and_lab_never_reinstall_the_venv_after_a_pull(target):
+    """A pull that touches pyproject.toml / requirements.lock leaves the venv stamp older than them: `make test` and
+    `make reproduce` reinstall the pins then, `make report` and `make lab` run offline on the venv there is (issue 50).
+    `make -n -W FILE` prints what make would run were FILE newer than everything."""
+    if not (REPO / ".venv" / ".installed").exists():
+        pytest.fail("no .venv/.installed: run `make test` (it builds the venv) before this test")
+    for changed in ("pyproject.toml", "requirements.lock"):
+        dry = subprocess.run(["make", "-n", "-C", str(REPO), "-W", changed, target], capture_output=True, text=True)
+        assert dry.returncode == 0, dry.stderr
+        assert "pip install" not in dry.stdout and "uv pip" not in dry.stdout, dry.stdout
+        control = subprocess.run(["make", "-n", "-C", str(REPO), "-W", changed, "test"], capture_output=True,
+                                 text=True)
+        assert "uv pip" in control.stdout or "pip install" in control.stdout, control.stdout   # the rule can fail

@@ -61,6 +61,32 @@ def test_ctrl_c_during_a_run_is_one_line_and_keeps_the_partial_folder(tmp_path):
     assert (results / "memorization_curve" / ".default.partial" / "config.yaml").exists()
 
 
+@pytest.mark.parametrize("moment", ["memlab: running memorization_curve", "cell 5/9"])
+def test_ctrl_c_during_a_sweep_is_one_line_per_run_and_no_traceback(tmp_path, moment):
+    """Ctrl-C in a ``-m`` sweep (issue 50: an asyncio/nbclient traceback in 1 of 2 tries), while the first point's
+    kernel starts or while its cell runs: the point is kept as its partial folder, the sweep stops at once, no
+    traceback, exit 130."""
+    results = tmp_path / "results"
+    notebooks = _notebooks_with(tmp_path, "import time\ntime.sleep(600)")
+    proc = subprocess.Popen(_cmd(results, f"paths.notebooks={notebooks}", "-m", "params.n_probes=4,6"),
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if moment in line:  # the kernel is starting / the first point's sleeping cell has started
+            break
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "Traceback" not in rest and "asyncio" not in rest and "nbclient" not in rest, rest
+    interrupted = [ln for ln in rest.splitlines() if ln.startswith("memlab: interrupted")]
+    assert len(interrupted) >= 1, rest
+    assert not (results / "memorization_curve" / "n_probes=6").exists()   # the second point never started
+
+
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare for a small tmpfs")
 def test_full_disk_during_a_run_is_one_line(tmp_path):
     disk = tmp_path / "disk"
