@@ -93,7 +93,33 @@ def run(quick: bool = False) -> dict:
                                                  for a, b in zip(r_batched, r_single)),
         })
     out.update(shared_prefill(quick))
+    out.update(kv_caches(quick))
     return out
+
+
+def kv_caches(quick: bool) -> dict:
+    """The zoo's default decoding shape — PEARL as conf/method/pearl.yaml runs it (whole documents, i = 10 samples
+    per level, 128 new tokens) — with ``kv_cache: grouped`` (rows sharing a prompt share its keys and values; the
+    zoo's setting) against ``static`` (one padded copy per row; the setting before it), side by side in one
+    process, alternating, two rounds, best of each. ``quick``: the micro model, one document, one round."""
+    from memlab.schema import method_config
+
+    model_cfg, docs, model_name = _model_and_docs(2, quick)
+    docs = docs[:1] if quick else docs
+    cfg = method_config("pearl", ["method.task.max_new_tokens=16"] if quick else [])
+    times: dict[str, list[float]] = {"grouped": [], "static": []}
+    outputs: dict[str, list] = {}
+    for _ in range(1 if quick else 2):
+        for kv in times:
+            t, res = _run({**model_cfg, "kv_cache": kv}, 64, docs, cfg)
+            times[kv].append(t)
+            outputs.setdefault(kv, res)
+    best = {kv: min(t) for kv, t in times.items()}
+    rows = len(docs) * len(cfg.perturbation.levels) * cfg.samples
+    return {"kv_model": model_name, "kv_docs": len(docs), "kv_sampled_rows": rows,
+            "kv_grouped_s": round(best["grouped"], 2), "kv_static_s": round(best["static"], 2),
+            "kv_static_over_grouped": round(best["static"] / best["grouped"], 3),
+            "kv_identical_outputs": _identical(outputs["grouped"], outputs["static"])}
 
 
 def shared_prefill(quick: bool) -> dict:
@@ -131,7 +157,7 @@ def shared_prefill(quick: bool) -> dict:
     try:
         for _ in range(1 if quick else 2):
             for mode in ("shared", "padded"):
-                HFBackend._shared_prefill = shared if mode == "shared" else (lambda self, prompts, width, max_len: None)
+                HFBackend._shared_prefill = shared if mode == "shared" else (lambda self, prompts, width, max_new: None)
                 t0 = time.perf_counter()
                 res = [r for cfg in cfgs for r in run_pearl(backend, docs, cfg, keep_outputs=True)]
                 times[mode].append(time.perf_counter() - t0)
