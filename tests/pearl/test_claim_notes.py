@@ -28,6 +28,30 @@ def test_a_size_step_to_a_worse_trained_model_is_named():
     assert "unequal training" not in better.reason
 
 
+def test_sizes_are_ordered_by_their_weights_not_by_how_params_sizes_lists_them():
+    """params.sizes=[l,s,m]: the table lists l first; the rule still steps s → m → l by weights (the family's own
+    shapes, conf/zoo/pearl_base.yaml), so a consistent rise is reproduced, and listed order alone would have made
+    the first step a fall."""
+    from memlab.models.zoo import load_family
+    from memlab.config import CONF_DIR, repo_root
+
+    fam = load_family("pearl", CONF_DIR / "zoo", repo_root() / "models")
+    weights = {s: fam.non_embedding_params(s) for s in ("s", "m", "l")}
+    assert weights["s"] < weights["m"] < weights["l"]
+    rows = [{"size": s, "split": "member", "doc_id": f"m{i}", "sensitivity": 0.5 if i < k else 0.05}
+            for s, k in (("l", 35), ("s", 5), ("m", 20)) for i in range(40)]
+    by_size = pd.DataFrame([{"split": "member", "size": s, "non_embedding_params": weights[s],
+                             "final_train_loss": 0.3} for s in ("l", "s", "m")])
+    res = StudyResult(tables={"pearl_scores": pd.DataFrame(rows), "flagged_counts_by_size": by_size})
+    res.config = compose("pearl_sizes", ["logger=null"])
+    claim = CLAIMS["pearl_sizes_grow_with_size"]
+    f = RULES[claim.id](res, claim)
+    assert f.verdict == "reproduced" and f.our_value == 35 / 5, f.reason
+    assert "s→m" in f.reason and "m→l" in f.reason
+    listed = RULES[claim.id](StudyResult(tables={"pearl_scores": pd.DataFrame(rows)}, config=res.config), claim)
+    assert listed.verdict == "contradicted"   # the control: l → s in listed order is a significant fall
+
+
 def test_each_task_is_judged_at_its_own_calibrated_threshold():
     """Summarization scores 10× completion's scale: with completion's α for both tasks every document would be
     flagged under summarization; at each task's own α the completion-only documents are the majority."""

@@ -28,32 +28,42 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class _RowSampler:
     """Logits processor: rows with a generator get one token drawn by inverse CDF from softmax(logits/T),
     restricted to the top-p nucleus; all other logits are set to -inf so the greedy step takes that token.
-    Rows without a generator (greedy requests) pass through unchanged."""
+    Rows without a generator (greedy requests) pass through unchanged. The sampled rows' softmax and CDF are
+    computed together (each row's values depend on that row alone); each row draws from its own generator."""
 
     def __init__(self, rows: list[tuple[float, float, torch.Generator | None]]):
         self.rows = rows
+        self.sampled = [r for r, (_, _, gen) in enumerate(rows) if gen is not None]
+        self.index = torch.tensor(self.sampled, dtype=torch.long)
+        self.temperature = torch.tensor([rows[r][0] for r in self.sampled], dtype=torch.float64).unsqueeze(1)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        for r, (temperature, top_p, gen) in enumerate(self.rows):
-            if gen is None:
-                continue
-            # on CPU in float64: the row's generator lives on CPU, and float64 keeps the CDF exact enough that
-            # padded vs unpadded logits almost never move a draw across a token boundary
-            probs = torch.softmax(scores[r].detach().to("cpu", torch.float64) / temperature, dim=-1)
+        if not self.sampled:
+            return scores
+        # on CPU in float64: the rows' generators live on CPU, and float64 keeps the CDF exact enough that padded
+        # vs unpadded logits almost never move a draw across a token boundary
+        logits = scores.detach().index_select(0, self.index.to(scores.device)).to("cpu", torch.float64)
+        probs = torch.softmax(logits / self.temperature, dim=-1)
+        for j, r in enumerate(self.sampled):
+            top_p = self.rows[r][1]
             if top_p < 1.0:
-                sorted_p, order = torch.sort(probs, descending=True, stable=True)
+                sorted_p, order = torch.sort(probs[j], descending=True, stable=True)
                 # keep the smallest prefix whose mass reaches top_p (always at least the top token)
                 keep_sorted = (torch.cumsum(sorted_p, 0) - sorted_p) < top_p
-                keep = torch.zeros_like(probs, dtype=torch.bool)
+                keep = torch.zeros_like(probs[j], dtype=torch.bool)
                 keep[order[keep_sorted]] = True
-                probs = torch.where(keep, probs, torch.zeros_like(probs))
-            cdf = torch.cumsum(probs, 0)
-            u = torch.rand((), generator=gen, dtype=torch.float64) * cdf[-1]
-            tok = int(torch.searchsorted(cdf, u, right=True).clamp(max=probs.numel() - 1))
-            while probs[tok] == 0 and tok > 0:  # float edge: never pick a masked token
+                probs[j] = torch.where(keep, probs[j], torch.zeros_like(probs[j]))
+        cdf = torch.cumsum(probs, dim=1)
+        u = torch.stack([torch.rand((), generator=self.rows[r][2], dtype=torch.float64) for r in self.sampled])
+        picks = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
+        picks = picks.clamp(max=probs.shape[1] - 1).tolist()
+        for j, tok in enumerate(picks):
+            while probs[j, tok] == 0 and tok > 0:  # float edge: never pick a masked token
                 tok -= 1
-            scores[r] = float("-inf")
-            scores[r, tok] = 0.0
+            picks[j] = tok
+        rows = self.index.to(scores.device)
+        scores[rows] = float("-inf")
+        scores[rows, torch.tensor(picks, device=scores.device)] = 0.0
         return scores
 
 

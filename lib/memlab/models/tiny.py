@@ -59,6 +59,12 @@ class Arch:
         if self.hidden % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
 
+    @property
+    def non_embedding_params(self) -> int:
+        """Weights outside the embeddings (attention 4·h², MLP 2·h·ffn per layer; biases and norms left out): the
+        size a scaling comparison orders models by."""
+        return self.layers * (4 * self.hidden ** 2 + 2 * self.hidden * self.ffn)
+
 
 # A model continued from another (``init_from``) inherits its parent's tokenizer and trains none; its spec records
 # (and hashes) these values for the tokenizer settings, as every such model built since the zoo began has.

@@ -138,6 +138,12 @@ class Family:
     def sizes(self) -> list[str]:
         return list(self.shapes)
 
+    def non_embedding_params(self, size: str) -> int:
+        """``size``'s weights outside the embeddings (:attr:`memlab.models.tiny.Arch.non_embedding_params`)."""
+        from memlab.models.tiny import Arch
+
+        return Arch(**self.shapes[size]).non_embedding_params
+
     @property
     def epochs(self) -> int:
         return self.recipe.train.epochs

@@ -116,15 +116,15 @@ def members_grow(res, c: Claim) -> Finding:
 
 @rule("pearl_sizes_grow_with_size")
 def grows_with_size(res, c: Claim) -> Finding:
-    """Hypothesis: each larger size flags more members than the next smaller one ("increases consistently"; the
-    same members, exact sign test per step at a Bonferroni level over the steps). Reproduced iff every step's
+    """Hypothesis: each larger size (more weights outside the embeddings) flags more members than the next smaller
+    one ("increases consistently"; the same members, exact sign test per step at a Bonferroni level over the steps). Reproduced iff every step's
     interval is above no change, contradicted iff some step's interval is below (a significant decrease); ties
     never pass; flagged at the run's threshold. Our value: members flagged by the largest / the smallest size
     (Table 2: 259 / 110 = 2.35)."""
     score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     df = df[df.kind == "bitflip"] if "kind" in df.columns else df
-    sizes = list(dict.fromkeys(df["size"]))
+    sizes = _by_weights(list(dict.fromkeys(df["size"])), res.tables.get("flagged_counts_by_size"))
     if len(sizes) < 2:
         return untestable(f"{TINY} size {', '.join(sizes)}", f"the run scored one size only ({', '.join(sizes)}: "
                           "params.sizes); a trend needs two or more", full_command("pearl_sizes"))
@@ -143,6 +143,15 @@ def grows_with_size(res, c: Claim) -> Finding:
                    statistic="members flagged, largest / smallest size (empty when the smallest flags none); "
                    "decided per step on exact intervals", p_value=max(s[2] for s in steps), our_n=len(mem),
                    n_needed=max(needs) if needs else None, more_data=_bigger_family(res, c))
+
+
+def _by_weights(sizes: list[str], by_size) -> list[str]:
+    """``sizes`` from the fewest to the most weights outside the embeddings (the run's table of sizes), whatever
+    order params.sizes listed them in; as listed when the table has no weights (older runs)."""
+    if by_size is None or "non_embedding_params" not in by_size:
+        return sizes
+    weights = by_size.drop_duplicates("size").set_index("size").non_embedding_params
+    return sorted(sizes, key=lambda s: (weights.get(s, float("inf")), sizes.index(s)))
 
 
 def _unequal_training(by_size, sizes: list[str]) -> str:

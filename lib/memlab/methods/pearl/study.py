@@ -280,8 +280,10 @@ def sizes(method: PearlConfig, params: SizesParams, run: StudyRun) -> StudyResul
     flags = T.flag_table(df, p.alphas, by=["size", "split"], score=method.decision_score)
     table2 = flags.pivot_table(index=["split", "size"], columns="alpha", values="flagged").reset_index()
     table2.columns = [c if isinstance(c, str) else f"flagged_{method.decision_score}>{c}" for c in table2.columns]
-    table2 = table2.merge(pd.DataFrame([{"size": z, "final_train_loss": fam.final_loss(z)} for z in p.sizes]), on="size")
-    res.table("flagged_counts_by_size", table2)  # with each size's final training loss (sizes trained to comparable loss)
+    table2 = table2.merge(pd.DataFrame([{"size": z, "non_embedding_params": fam.non_embedding_params(z),
+                                         "final_train_loss": fam.final_loss(z)} for z in p.sizes]), on="size")
+    # each size's weights (the claim orders sizes by them, not by params.sizes) and final training loss
+    res.table("flagged_counts_by_size", table2)
     fpr = T.fpr_table(df[df.half == "evaluation"], T.thresholds(st.thresholds), by=["size"], scores=[method.decision_score])
     res.table("fpr_vs_threshold_by_size", fpr, show=False)
     res.figure("fpr_vs_threshold_by_size", plots.fpr_by_size(fpr, p.sizes, method.decision_score, p.alphas))
