@@ -6,6 +6,10 @@ Library side — long loops report through one object::
         ...
         p.advance(1, requests=1)      # or p.advance(k, hits=k) for cache hits
 
+A loop whose items each run many small tasks (RECAP's events: a few generate calls of 1–2 requests each) reports
+as an *outer* task (``Progress(..., outer=True)``): the line then shows it, with its own ETA, before the inner task
+(``RECAP smollm2 events 3/12 · ETA 2:10 · generate smollm2 0/2``).
+
 Without a runner, nothing is printed (notebooks opened by hand keep their own tqdm bars). Under the runner,
 ``MEMLAB_PROGRESS`` names a file the runner created; the kernel appends one JSON line per update (at most every
 ``_MIN_GAP`` seconds, plus the last one) and the runner's :class:`Relay` prints them on its stderr as
@@ -37,8 +41,8 @@ ETA_MIN_SECONDS = 5.0
 class Progress:
     """One long task: ``total`` items (None if unknown). Thread-safe; a no-op when no runner listens."""
 
-    def __init__(self, label: str, total: int | None = None):
-        self.label, self.total = label, total
+    def __init__(self, label: str, total: int | None = None, outer: bool = False):
+        self.label, self.total, self.outer = label, total, outer
         self.done = self.requests = self.hits = 0
         self.t0 = time.time()
         self._last = 0.0
@@ -68,7 +72,8 @@ class Progress:
                 return
             self._last = now
             line = json.dumps({"label": self.label, "done": self.done, "total": self.total, "t0": self.t0,
-                               "t": now, "requests": self.requests, "hits": self.hits, "cell": _cell()})
+                               "t": now, "requests": self.requests, "hits": self.hits, "cell": _cell(),
+                               **({"outer": True} if self.outer else {})})
         try:
             with open(self._path, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
@@ -91,16 +96,25 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-def format_line(name: str, cell: int | None, cells: int | None, rec: dict | None, elapsed: float) -> str:
+def _task(rec: dict) -> list[str]:
+    """A task's parts of the line: label done/total, its ETA once it can be trusted."""
+    done, total = rec["done"], rec.get("total")
+    parts = [f"{rec['label']} {done}/{total}" if total else f"{rec['label']} {done}"]
+    took = rec["t"] - rec["t0"]
+    if total and ETA_MIN_DONE <= done < total and took >= ETA_MIN_SECONDS:
+        parts.append(f"ETA {_clock(took / done * (total - done))}")
+    return parts
+
+
+def format_line(name: str, cell: int | None, cells: int | None, rec: dict | None, elapsed: float,
+                outer: dict | None = None) -> str:
     parts = [f"memlab: {name}"]
     if cell is not None:
         parts.append(f"cell {cell}/{cells}" if cells else f"cell {cell}")
+    if outer:
+        parts += _task(outer)
     if rec:
-        done, total = rec["done"], rec.get("total")
-        parts.append(f"{rec['label']} {done}/{total}" if total else f"{rec['label']} {done}")
-        took = rec["t"] - rec["t0"]
-        if total and ETA_MIN_DONE <= done < total and took >= ETA_MIN_SECONDS:
-            parts.append(f"ETA {_clock(took / done * (total - done))}")
+        parts += _task(rec)
         if rec.get("requests") or rec.get("hits"):
             parts.append(f"{rec['requests']} requests, {rec['hits']} cache hits")
     parts.insert(2 if cell is not None else 1, f"{_clock(elapsed)} elapsed")
@@ -140,6 +154,7 @@ class Relay:
         self.path = Path(path)
         self.cell: int | None = None
         self.rec: dict | None = None
+        self.outer: dict | None = None   # the outer task running (Progress(outer=True)), shown before ``rec``
         self.t0 = time.time()
         self._pos = 0
         self._printed = 0.0
@@ -187,7 +202,7 @@ class Relay:
         self._wake.set()
 
     def start_cell(self, cell: int) -> None:
-        self.cell, self.rec = cell, None
+        self.cell, self.rec, self.outer = cell, None, None
         self._started.append(cell)
         self.kick()
 
@@ -204,7 +219,10 @@ class Relay:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            self.rec = rec
+            if rec.get("outer"):
+                self.outer = rec
+            else:
+                self.rec = rec
             if rec.get("cell") is not None and self.cell is None:
                 self.cell = rec["cell"]
 
@@ -223,10 +241,10 @@ class Relay:
         if not self.tty:  # a log keeps every cell that started, also those over before this wake-up
             for cell in started[:-1]:
                 self.stream.write(format_line(self.name, cell, self.cells, None, now - self.t0) + "\n")
-        if self.cell is None and self.rec is None:
+        if self.cell is None and self.rec is None and self.outer is None:
             return
-        line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0)
-        key = (self.cell, json.dumps(self.rec, sort_keys=True) if self.rec else None)
+        line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0, self.outer)
+        key = (self.cell, json.dumps([self.outer, self.rec], sort_keys=True))
         if not self.tty and key == self._last_key and now - self._printed < 30:
             return  # a log, not a screen: repeat an unchanged line only every 30 s
         self._last_key = key

@@ -97,3 +97,28 @@ def test_runner_console_shows_cells_and_model_progress(zoo_builder, one_chapter_
     progress = [line for line in r.stderr.splitlines() if line.startswith("memlab: memorization_curve · cell")]
     assert any("cell 1/" in line for line in progress), r.stderr
     assert any("generate " in line and "requests" in line for line in progress), r.stderr
+
+
+def test_an_outer_task_shows_before_the_inner_one_with_its_own_eta():
+    """RECAP's events (an outer task) each run a few generate calls of 1–2 requests: the line shows the events'
+    count and ETA before the inner call's 0/2, which alone said nothing for 30 s steps (issue 50)."""
+    outer = {"label": "RECAP t events", "done": 3, "total": 12, "t0": 0.0, "t": 90.0, "requests": 0, "hits": 0,
+             "outer": True}
+    inner = {"label": "generate t", "done": 0, "total": 2, "t0": 89.0, "t": 90.0, "requests": 0, "hits": 0}
+    line = format_line("audit", 7, 9, inner, 100, outer)
+    assert line == "memlab: audit · cell 7/9 · 1:40 elapsed · RECAP t events 3/12 · ETA 4:30 · generate t 0/2"
+
+
+def test_relay_keeps_the_outer_task_while_inner_ones_come_and_go():
+    out = io.StringIO()
+    with Relay("toy", cells=2, stream=out, every=0.05):
+        with Progress("RECAP toy events", total=2, outer=True) as events:
+            for _ in range(2):
+                with Progress("generate toy", total=2) as p:
+                    p.advance(2, requests=2)
+                time.sleep(1.05)
+                events.advance(1)
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert any("RECAP toy events 1/2 · generate toy 2/2" in line for line in lines), lines
+    assert "RECAP toy events 2/2" in lines[-1], lines

@@ -54,6 +54,7 @@ from tqdm.auto import tqdm
 from memlab.data.echotrace import Book, Event
 from memlab.metrics.passages import count_passages, count_passages_overlapping
 from memlab.metrics.rouge import rouge_l, word_tokens
+from memlab.progress import Progress
 from memlab.methods.recap.agents import (ContaminationJudge, FeedbackAgent, Jailbreaker, VerbatimVerifier,
                                          strip_stock)
 from memlab.methods.recap.extraction import ExtractionAgent, event_fields
@@ -418,29 +419,33 @@ class RecapRunner:
                 if not self.store.done(self.t.name, b.id, e.id)]
         bs = max(1, int(self.s.batch_events))
         bar = tqdm(total=len(todo), desc=f"RECAP {self.t.name}", disable=not progress or not todo)
-        for i in range(0, len(todo), bs):
-            chunk = todo[i:i + bs]
-            try:
-                states = self._run_chunk(chunk)
-            except KeyboardInterrupt:
-                raise
-            except Exception as err:  # a target failure: log, record, go on; a rerun retries these events
-                log.error("target %s failed on %d events (%s: %s); recorded as errors, rerun to retry",
-                          self.t.name, len(chunk), type(err).__name__, err)
-                for b, e in chunk:
-                    self.store.add({"target": self.t.name, "book_id": b.id, "book_title": b.title,
-                                    "event_id": e.id, "status": "error", "category": b.category,
-                                    "split": (self.t.membership or {}).get(b.id),
-                                    "gold_tokens": len(word_tokens(e.reference)), "gold_words": len(e.reference.split()),
-                                    "error": f"{type(err).__name__}: {err}"[:500]})
-                bar.update(len(chunk))
-                continue
-            for st in states:
-                self.store.add(self._record(st.book, st))
-            bar.update(len(chunk))
+        with Progress(f"RECAP {self.t.name} events", total=len(todo), outer=True) as events:  # the runner's line
+            for i in range(0, len(todo), bs):
+                self._run_events(todo[i:i + bs], bar, events)
         bar.close()
         ids = {b.id for b in books}
         return [r for r in self.store.rows(status=None) if r["target"] == self.t.name and r["book_id"] in ids]
+
+    def _run_events(self, chunk, bar, events: Progress) -> None:
+        """One chunk of (book, event) pairs: recorded, or recorded as errors on a target failure."""
+        try:
+            states = self._run_chunk(chunk)
+        except KeyboardInterrupt:
+            raise
+        except Exception as err:  # a target failure: log, record, go on; a rerun retries these events
+            log.error("target %s failed on %d events (%s: %s); recorded as errors, rerun to retry",
+                      self.t.name, len(chunk), type(err).__name__, err)
+            for b, e in chunk:
+                self.store.add({"target": self.t.name, "book_id": b.id, "book_title": b.title,
+                                "event_id": e.id, "status": "error", "category": b.category,
+                                "split": (self.t.membership or {}).get(b.id),
+                                "gold_tokens": len(word_tokens(e.reference)), "gold_words": len(e.reference.split()),
+                                "error": f"{type(err).__name__}: {err}"[:500]})
+            states = []
+        for st in states:
+            self.store.add(self._record(st.book, st))
+        bar.update(len(chunk))
+        events.advance(len(chunk))
 
 
 def run_books(runner: RecapRunner, books: Sequence[Book], *, progress: bool = True,
