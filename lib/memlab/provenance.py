@@ -23,8 +23,10 @@ from typing import Mapping
 from memlab import numerics
 from memlab.model_use import required_model_setting, required_threads
 
+# the packages whose versions a run (run.json) and the reviewer site (its environment section) record: one list
 PACKAGES = ("torch", "transformers", "tokenizers", "numpy", "scipy", "scikit-learn", "pandas", "papermill",
-            "hydra-core", "omegaconf", "datasets", "infini-gram", "pydivsufsort", "numba", "rouge-score", "dvc")
+            "hydra-core", "omegaconf", "datasets", "infini-gram", "pydivsufsort", "numba", "rouge-score", "dvc",
+            "wandb")
 DEBIAN_DATA = ("bible-kjv", "bible-kjv-text", "fortunes", "fortunes-min", "fortunes-de", "wordnet-base",
                "wordnet-sense-index")
 _VOLATILE_NB_KEYS = ("duration", "start_time", "end_time", "environment_variables")

@@ -8,14 +8,13 @@ import platform
 import time
 from pathlib import Path
 
+from memlab.provenance import package_versions
 from memlab.summary import lock_stamp
 from memlab.site import provenance
 from memlab.site.data import Checkout, Run, dvc_hashes, iso
 from memlab.site.markup import (VERDICT_CLASS, VERDICT_ORDER, duration, e, href, num, rows_table, shell,
                                 verdict_span, when)
 
-PACKAGES = ("torch", "transformers", "numpy", "tokenizers", "scikit-learn", "hydra-core", "papermill", "dvc",
-            "wandb", "pandas")
 # the optional comparison.csv columns (contract 1) a summary row opens, with their labels
 DETAIL_COLUMNS = (("rule", "Rule"), ("paper_quote", "The paper"), ("setting", "Our setting"),
                   ("statistic", "Our value is"), ("p_value", "p-value"), ("paper_n", "paper n"),
@@ -175,18 +174,6 @@ def experiment_section(r: Run, site_run: Path | None, index: Path, checkout: Che
         out += [figure_block(r, p, site_run / "figures" / p.name, index) for p in r.figures]
     out.append(sweeps + "</section>")
     return "\n".join(out)
-
-
-def package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def checkout_text(checkout: Checkout) -> str:
