@@ -10,7 +10,7 @@ from memlab.backends.factory import build_backend
 from memlab.data.echotrace import book_from_documents
 from memlab.methods.recap import evaluate as E
 from memlab.methods.recap.extraction import ExtractionAgent
-from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, run_books
+from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target
 from memlab.methods.recap.prompts import Prompts
 from memlab.methods.recap.study import build_agents, segment_books
 from memlab.schema import method_config
@@ -72,7 +72,7 @@ def _table(records):
 
 def test_ladder_rules_and_membership(hf, books, tmp_path):
     store = ResultStore(tmp_path / "events.jsonl")
-    recs = run_books(_runner(hf, store), books, progress=False)
+    recs = _runner(hf, store).run(books, progress=False)
     assert len(recs) == sum(len(b.events) for b in books) == 9
     for r in recs:
         m = r["methods"]
@@ -130,7 +130,7 @@ def test_ladder_rules_and_membership(hf, books, tmp_path):
 
 def test_error_events_score_zero_not_dropped(hf, books, tmp_path):
     store = ResultStore(tmp_path / "events.jsonl")
-    recs = run_books(_runner(hf, store), books[:1], progress=False)
+    recs = _runner(hf, store).run(books[:1], progress=False)
     ok = E.book_scores(E.events_frame(recs), RS.score_variant)
     err = {**{k: recs[0][k] for k in ("target", "book_id", "book_title", "category", "split", "gold_tokens")},
            "event_id": "ruth/extra", "status": "error", "error": "TimeoutError"}
@@ -176,7 +176,7 @@ def test_budget_and_multi_turn_requests(hf):
 
 def test_redaction_keeps_no_protected_text(hf, books, tmp_path):
     store = ResultStore(tmp_path / "events.jsonl")
-    recs = run_books(_runner(hf, store), books, progress=False)
+    recs = _runner(hf, store).run(books, progress=False)
     raw = (tmp_path / "events.jsonl").read_text()
     prot = [r for r in recs if r["category"] == "copyrighted"]
     assert prot and all(r["redacted"] and r["metadata"] is None for r in prot)
@@ -194,38 +194,38 @@ def test_killed_run_resumes_without_repeated_calls(hf, books, tmp_path):
     from memlab.backends.cache import CachedBackend
 
     clean = Counting(hf)
-    recs = run_books(_runner(CachedBackend(clean, ref_cache["path"]), ResultStore(tmp_path / "a.jsonl")), books,
+    recs = _runner(CachedBackend(clean, ref_cache["path"]), ResultStore(tmp_path / "a.jsonl")).run(books,
                      progress=False)
     expected = _table(recs)
 
     killed = Counting(hf, budget=7)
     cache = tmp_path / "c.sqlite"
     with pytest.raises(KeyboardInterrupt):
-        run_books(_runner(CachedBackend(killed, cache), ResultStore(tmp_path / "b.jsonl")), books, progress=False)
+        _runner(CachedBackend(killed, cache), ResultStore(tmp_path / "b.jsonl")).run(books, progress=False)
     done_before = len(ResultStore(tmp_path / "b.jsonl").rows())
     assert 0 < done_before < len(recs)  # killed mid-way, some events saved
     again = Counting(hf)
-    recs2 = run_books(_runner(CachedBackend(again, cache), ResultStore(tmp_path / "b.jsonl")), books, progress=False)
+    recs2 = _runner(CachedBackend(again, cache), ResultStore(tmp_path / "b.jsonl")).run(books, progress=False)
     assert _table(recs2) == expected
     assert killed.requests + again.requests == clean.requests  # no target request computed twice
     # a finished run reruns with no model call at all
     idle = Counting(hf)
-    run_books(_runner(CachedBackend(idle, cache), ResultStore(tmp_path / "b.jsonl")), books, progress=False)
+    _runner(CachedBackend(idle, cache), ResultStore(tmp_path / "b.jsonl")).run(books, progress=False)
     assert idle.calls == 0
 
 
 def test_target_failure_is_recorded_and_retried(hf, books, tmp_path):
     store = ResultStore(tmp_path / "events.jsonl")
-    run_books(_runner(Counting(hf, fail_with=TimeoutError("server timed out")), store), books[:1], progress=False)
+    _runner(Counting(hf, fail_with=TimeoutError("server timed out")), store).run(books[:1], progress=False)
     lines = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert lines and all(x["status"] == "error" and "timed out" in x["error"] for x in lines)
-    recs = run_books(_runner(hf, ResultStore(tmp_path / "events.jsonl")), books[:1], progress=False)
+    recs = _runner(hf, ResultStore(tmp_path / "events.jsonl")).run(books[:1], progress=False)
     assert len(recs) == len(books[0].events) and all(r["status"] == "ok" for r in recs)
 
 
 def test_truncated_store_line_is_redone(hf, books, tmp_path):
     store = ResultStore(tmp_path / "events.jsonl")
-    recs = run_books(_runner(hf, store), books[:1], progress=False)
+    recs = _runner(hf, store).run(books[:1], progress=False)
     with (tmp_path / "events.jsonl").open("a") as f:
         f.write('{"target": "micro", "book_id": "ruth", "eve')  # a line cut by a kill
     again = ResultStore(tmp_path / "events.jsonl")
@@ -238,7 +238,7 @@ def test_llm_agents_on_a_real_backend_fall_back_cleanly(hf, books, tmp_path, rec
                     recap.feedback(llm=hf, max_new_tokens=24, max_retries=1))
     runner = _runner(hf, ResultStore(tmp_path / "e.jsonl"))
     runner.a = agents
-    recs = run_books(runner, books[:1], progress=False)
+    recs = runner.run(books[:1], progress=False)
     assert len(recs) == len(books[0].events) and all(r["status"] == "ok" for r in recs)
     assert agents.verifier.errors > 0 and agents.verifier.calls > 0
     for r in recs:  # whatever the LLM wrote, no feedback that was kept leaks a 6-gram of the reference
@@ -254,6 +254,6 @@ def test_empty_and_tiny_books_are_logged_not_fatal(hf, books, tmp_path, caplog, 
     tiny = book_from_text("Two words.", book_id="tiny", title="Tiny", category="non_training")
     segment_books([empty, tiny], recap.summary(target_words=45), None)
     with caplog.at_level(logging.WARNING):
-        recs = run_books(_runner(hf, ResultStore(tmp_path / "e.jsonl")), [empty, tiny, books[0]], progress=False)
+        recs = _runner(hf, ResultStore(tmp_path / "e.jsonl")).run([empty, tiny, books[0]], progress=False)
     assert len(recs) == len(books[0].events)
     assert any("empty" in r.message and "no events" in r.message for r in caplog.records)

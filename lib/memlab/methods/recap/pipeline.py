@@ -430,15 +430,12 @@ class RecapRunner:
         """One chunk of (book, event) pairs: recorded, or recorded as errors on a target failure."""
         try:
             states = self._run_chunk(chunk)
-        except KeyboardInterrupt:
-            raise
-        except Exception as err:  # a target failure: log, record, go on; a rerun retries these events
+        except Exception as err:  # a target failure (Ctrl-C is no Exception): log, record, go on; a rerun retries
             log.error("target %s failed on %d events (%s: %s); recorded as errors, rerun to retry",
                       self.t.name, len(chunk), type(err).__name__, err)
             for b, e in chunk:
-                self.store.add({"target": self.t.name, "book_id": b.id, "book_title": b.title,
-                                "event_id": e.id, "status": "error", "category": b.category,
-                                "split": (self.t.membership or {}).get(b.id),
+                self.store.add({"target": self.t.name, "book_id": b.id, "book_title": b.title, "event_id": e.id,
+                                "status": "error", "category": b.category, "split": (self.t.membership or {}).get(b.id),
                                 "gold_tokens": len(word_tokens(e.reference)), "gold_words": len(e.reference.split()),
                                 "error": f"{type(err).__name__}: {err}"[:500]})
             states = []
@@ -446,9 +443,3 @@ class RecapRunner:
             self.store.add(self._record(st.book, st))
         bar.update(len(chunk))
         events.advance(len(chunk))
-
-
-def run_books(runner: RecapRunner, books: Sequence[Book], *, progress: bool = True,
-              events_per_book: dict[str, int | None] | None = None) -> list[dict]:
-    """All events of ``books`` on the runner's target (see :meth:`RecapRunner.run`)."""
-    return runner.run(books, progress=progress, events_per_book=events_per_book)

@@ -29,7 +29,7 @@ from memlab.methods.recap.agents import (ContaminationJudge, FeedbackAgent, Jail
 from memlab.methods.recap.config import RecapConfig
 from memlab.methods.recap.extraction import ExtractionAgent
 from memlab.methods.recap.memscore import make_memscore_fn
-from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target, run_books
+from memlab.methods.recap.pipeline import Agents, RecapRunner, ResultStore, Target
 from memlab.methods.recap.prompts import Prompts
 from memlab.methods.recap.summary import SectionSummaryAgent
 from memlab.results import StudyResult
@@ -186,8 +186,7 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
                 runner = RecapRunner(Target(name, ex, t.price_in, t.price_out, membership), agents, rs, store,
                                      memscore_fn=memscore_fn)
                 shared = [b for b in books if t.categories is None or b.category in t.categories]
-                run_books(runner, shared + extra, progress=progress,
-                          events_per_book={b.id: t.events_per_book for b in shared})
+                runner.run(shared + extra, progress=progress, events_per_book={b.id: t.events_per_book for b in shared})
             if ex.truncated:
                 notes.append(f"target {name}: {ex.truncated} prompts cut from the left to fit the context")
             if ex.budget_capped:
