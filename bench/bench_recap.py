@@ -26,7 +26,7 @@ def run(quick: bool = False) -> dict:
     from memlab.backends.cache import CachedBackend
     from memlab.backends.factory import build_backend
     from memlab.data.echotrace import book_from_documents
-    from memlab.methods.recap.pipeline import RecapRunner, ResultStore, Target, run_books
+    from memlab.methods.recap.pipeline import RecapRunner, ResultStore, Target
     from memlab.methods.recap.study import build_agents, extraction_agent, segment_books
     from memlab.schema import method_config
 
@@ -56,7 +56,7 @@ def run(quick: bool = False) -> dict:
                                  method.recap,
                                  ResultStore(Path(tmp) / store_name))
             t = time.perf_counter()
-            run_books(runner, books, progress=False)
+            runner.run(books, progress=False)
             return time.perf_counter() - t
 
         cold = once("a.jsonl")
