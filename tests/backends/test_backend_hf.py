@@ -177,6 +177,35 @@ def test_rows_share_the_prefill_of_a_common_prefix(micro_family, kv_cache, monke
     assert len(set(shared[0].texts)) > 1
 
 
+def test_grouped_cache_only_where_rows_share_prompts(micro_family):
+    """kv_cache: grouped keeps a context once per group only when the batch's distinct contexts are at most half
+    its rows; a batch of distinct prompts (one sample each, as pearl_wild asks) gets the padded dynamic cache, whose
+    single matmul beats a loop over one-row groups. Both come out with the tokens of the dynamic cache."""
+    from transformers import DynamicCache
+
+    from memlab.backends.hf_grouped import GroupedCache
+
+    grouped = build_backend({**micro_family.model_cfg, "batch_size": 6, "kv_cache": "grouped"})
+    dynamic = build_backend({**micro_family.model_cfg, "batch_size": 6, "kv_cache": "dynamic"})
+    caches: list = []
+    prefill = type(grouped)._shared_prefill
+
+    def recording(self, *args):
+        caches.append(prefill(self, *args))
+        return caches[-1]
+
+    ps = prompts(micro_family)
+    distinct = [Req(prompt=p, max_new_tokens=8) for p in ps[2:]]
+    shared = [Req(prompt=ps[4], max_new_tokens=8, temperature=1.0, n=3, seed=1),
+              Req(prompt=ps[5], max_new_tokens=8, temperature=1.0, n=3, seed=1)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(grouped), "_shared_prefill", recording)
+        got = [grouped.generate(reqs) for reqs in (distinct, shared)]
+    assert [type(c) for c in caches] == [DynamicCache, GroupedCache]
+    assert ([[s.token_ids for s in g.samples] for reqs in got for g in reqs]
+            == [[s.token_ids for s in g.samples] for reqs in (distinct, shared) for g in dynamic.generate(reqs)])
+
+
 def test_one_token_prompts_fall_back_to_the_padded_prefill(micro_backend):
     g = micro_backend.generate([Req(prompt="", max_new_tokens=4, temperature=1.0, n=2), Req(prompt="The", max_new_tokens=4)])
     assert all(len(s.token_ids) > 0 for x in g for s in x.samples)

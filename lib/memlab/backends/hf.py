@@ -182,7 +182,9 @@ class HFBackend(PerSampleBackend):
         then runs only each row's last prompt token and the new ones. Positions are a row's own (0 at its first
         real token), as generate() gives left-padded rows; the padding keys are zeros it masks out. A static cache
         is sized as generate() sizes it (prompt + ``max_new``); a grouped one (backends/hf_grouped.py) keeps each
-        distinct context once, unpadded. None — generate() prefills the padded batch itself — for a prompt of one
+        distinct context once, unpadded, when the batch has at most half as many distinct contexts as rows (else
+        its per-group loop costs more than the copies it saves: one sample per prompt, as pearl_wild asks, makes
+        every row its own group; such a batch gets the padded dynamic cache). None — generate() prefills the padded batch itself — for a prompt of one
         token, or one that reaches a sliding attention window."""
         from transformers import DynamicCache, StaticCache
 
@@ -208,7 +210,7 @@ class HFBackend(PerSampleBackend):
                        position_ids=torch.arange(shared, len(context), device=self.device).unsqueeze(0),
                        past_key_values=cache, use_cache=True, logits_to_keep=1)
             rows.append((context, [(layer.keys, layer.values) for layer in cache.layers]))
-        if self.kv_cache == "grouped":
+        if self.kv_cache == "grouped" and 2 * len({tuple(context) for context, _ in rows}) <= len(rows):
             from memlab.backends.hf_grouped import grouped_cache
 
             return grouped_cache([context for context, _ in rows], [kv for _, kv in rows], width - 1, max_new)
