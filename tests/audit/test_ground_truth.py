@@ -25,7 +25,7 @@ def _run(results: Path, experiment: str, tables: dict[str, pd.DataFrame]) -> Non
 
 
 def _selfcheck(results: Path) -> None:
-    from memlab.audit.selfcheck import pooled_rates
+    from memlab.audit.selfcheck import pooled_rates, rates
 
     # two checkpoints' decisions of one rule: judged documents with their truth, control documents never counted
     rows = [("c1", "mix", True, True), ("c1", "mix", True, False), ("c1", "mix", False, False),
@@ -33,7 +33,8 @@ def _selfcheck(results: Path) -> None:
             ("c2", "mix", True, True), ("c2", "null", False, False), ("c2", "null", False, False)]
     d = pd.DataFrame([{"checkpoint": c, "method": "MIA (loss)", "source": s, "member": m, "flagged": f}
                       for c, s, m, f in rows])
-    _run(results, "audit_selfcheck", {"selfcheck_rates": pooled_rates(d)[1]})
+    runs = rates(d, ["checkpoint", "method"]).assign(draw=0)
+    _run(results, "audit_selfcheck", {"selfcheck_rates": pooled_rates(d, runs, 1.0)[1]})
 
 
 def test_the_rates_beside_a_finding_are_the_audits_own_blind_run_on_the_zoo(tmp_path):

@@ -26,8 +26,8 @@ class Rates:
     nonmembers_flagged: int | None
     nonmembers: int | None
     run: str                      # the zoo run the rates come from, or why there are none
-    recall_band: tuple[float, float] | None = None   # the band one audit's rate took across zoo models, printed
-    fpr_band: tuple[float, float] | None = None      # instead of the pooled Wilson interval (audit_selfcheck)
+    recall_band: tuple[float, float] | None = None   # the band one audit's rate took across zoo models and control
+    fpr_band: tuple[float, float] | None = None      # draws, printed instead of the pooled Wilson interval
 
     def row(self) -> dict:
         rec, rec_lo, rec_hi = share(self.members_flagged, self.members)
@@ -106,9 +106,11 @@ def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
         return {"": missing("the audit's own rule, blind on the zoo", run)}
     df = pd.read_csv(folder / "tables" / "selfcheck_rates.csv")
     return {r.method: Rates(f"the audit's own rule and control, blind on {r.checkpoints} zoo checkpoints (KJV text): "
-                            f"pooled rates, and beside them the band one audit's rate lay in across those models "
-                            f"(lowest to highest Wilson bound; one audit's recall ranged {r.recall_runs_min:.2f}–"
-                            f"{r.recall_runs_max:.2f}, its FPR {r.fpr_runs_min:.2f}–{r.fpr_runs_max:.2f})",
+                            f"pooled rates, and beside them the band that holds the central {r.band * 100:g} % of the "
+                            f"Wilson bounds {r.runs} single audits realized (checkpoints × control draws; their "
+                            f"rates: recall "
+                            f"{r.recall_runs_min:.2f}–{r.recall_runs_max:.2f}, FPR {r.fpr_runs_min:.2f}–"
+                            f"{r.fpr_runs_max:.2f})",
                             int(r.recall_k), int(r.recall_n), int(r.fpr_k), int(r.fpr_n), run,
                             recall_band=_band(r.recall_band_low, r.recall_band_high),
                             fpr_band=_band(r.fpr_band_low, r.fpr_band_high))

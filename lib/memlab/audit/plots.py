@@ -15,9 +15,10 @@ CAPTION = ("Left: share of documents (PEARL, MIA), books (RECAP) or generations 
 
 SELFCHECK_CAPTION = ("The audit run blind on zoo checkpoints whose training set is known: per method, the share of "
                      "members it flags (recall) and of non-members it flags (FPR) in the judged sources, pooled over "
-                     "the checkpoints, Wilson 95 % intervals (n in selfcheck_rates). A method whose two markers "
-                     "overlap cannot tell members from non-members of one domain; the blind baseline never looks at "
-                     "the model.")
+                     "the checkpoints, Wilson 95 % intervals (n in selfcheck_rates); the pale bar under each marker "
+                     "is the band the audit page prints: the central share of the rates single audits realized "
+                     "(checkpoints × control draws). A method whose two markers overlap cannot tell members from "
+                     "non-members of one domain; the blind baseline never looks at the model.")
 
 
 def findings(summary, model: str):
@@ -80,6 +81,8 @@ def selfcheck(rates):
     rows = rates.reset_index(drop=True)
     y = np.arange(len(rows))[::-1]
     fig, ax = plt.subplots(figsize=(7, 1.2 + 0.3 * len(rows)))
+    for what, dy, color in (("recall", 0.12, "C2"), ("fpr", -0.12, "C3")):
+        ax.hlines(y + dy, rows[f"{what}_band_low"], rows[f"{what}_band_high"], color=color, alpha=0.25, lw=6)
     _dots(ax, y + 0.12, rows.recall, rows.recall_low, rows.recall_high, "C2", "o", "recall (members)")
     _dots(ax, y - 0.12, rows.fpr, rows.fpr_low, rows.fpr_high, "C3", "x", "FPR (non-members)")
     ax.set_yticks(y, list(rows.method), fontsize=8)

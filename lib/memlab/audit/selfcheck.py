@@ -8,7 +8,14 @@ three sources, all of the family's one domain: ``members + non-members`` (a blin
 known-unseen sets, split into a calibration half that fits thresholds and an evaluation half that gives its FPR). The outputs are the realized rates the audit
 page prints beside its findings (``selfcheck_rates``: recall on members, FPR on non-members, n, Wilson intervals,
 per method, pooled over checkpoints and per checkpoint) and each checkpoint's truth vs the audit's conclusion
-(``selfcheck_conclusions``)."""
+(``selfcheck_conclusions``).
+
+One audit is one model and one draw of its control: which known-unseen texts fit the threshold is itself random, and
+with a small control it moves the realized FPR more than the model does. So each checkpoint's documents are scored
+once and the audit's decisions are redrawn ``draws`` times over seeded reassignments of its non-members to control
+(calibration / evaluation halves) and judged sources; the band the page prints spans the central ``band`` share of
+the intervals those (checkpoint, draw) audits realized (:func:`spread`), and ``held_out`` checks each checkpoint against the band the *other*
+checkpoints' audits give."""
 
 from __future__ import annotations
 
@@ -54,6 +61,8 @@ class SelfCheckParams(AuditParams):
     n_members: int = field(metadata=check(ge=1))       # per checkpoint: members in the judged mix
     n_nonmembers: int = field(metadata=check(ge=2))    # per checkpoint, besides the control: half in the mix, half alone
     recap_targets: list[RecapCheck]                     # RECAP as the audit runs it, on these zoo targets
+    draws: int = field(metadata=check(ge=1))            # control draws per checkpoint (draw 0: the seeded one)
+    band: float = field(metadata=check(gt=0, le=1))     # central share of the audits' rates the page prints
 
     @property
     def n_control(self) -> int:
@@ -80,23 +89,54 @@ def blind_sources(members: list, nonmembers: list, n_members: int, n_nonmembers:
     return sources, split_halves([d.id for d in control], f"{seed}:halves")
 
 
-def audit_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, halves: dict, model: str,
-                progress: bool = False) -> pd.DataFrame:
-    """The audit's decisions on one model for ``sources`` (judged against :data:`CONTROLS`), with each document's
-    truth (``member``)."""
-    from memlab.methods.pearl.study import prompt_style, with_halves
+def redraw(sources: dict, seed: str) -> tuple[dict, dict]:
+    """The same documents as :func:`blind_sources` gave, with another seeded choice of which non-members are the
+    control (and its halves) and which are judged in the mix or alone: the members stay in the mix, every source
+    keeps its size."""
+    from memlab.methods.pearl.tables import split_halves
+
+    members = [d for d in sources[MIX] if d.split == "member"]
+    nm = sorted((d for docs in sources.values() for d in docs if d.split != "member"), key=lambda d: d.id)
+    random.Random(f"{seed}:split").shuffle(nm)
+    n_control, n_mix = len(sources[CONTROL]), len(sources[MIX]) - len(members)
+    control, rest = nm[:n_control], nm[n_control:]
+    drawn = {MIX: members + rest[:n_mix], NULL: rest[n_mix:], CONTROL: control}
+    return drawn, split_halves([d.id for d in control], f"{seed}:halves")
+
+
+def score_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, model: str,
+                progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The audit's per-document PEARL and MIA/blind scores of every document of ``sources`` on one model."""
+    from memlab.methods.pearl.study import prompt_style
 
     domains = dict.fromkeys(sources, "text")
     style = "chat" if prompt_style(backend) == "chat" else "raw"
-    pdf = with_halves(decide.pearl_frame(pearl, p.tasks, sources, domains, backend, style, model), halves)
-    mdf = with_halves(decide.mia_frame(backend, sources, min_k=p.mia.min_k, max_words=p.mia.max_words,
-                                       progress=progress), halves)
+    pdf = decide.pearl_frame(pearl, p.tasks, sources, domains, backend, style, model)
+    mdf = decide.mia_frame(backend, sources, min_k=p.mia.min_k, max_words=p.mia.max_words, progress=progress)
+    return pdf, mdf
+
+
+def decide_blind(pearl: PearlConfig, p: AuditParams, scores: tuple[pd.DataFrame, pd.DataFrame], sources: dict,
+                 halves: dict) -> pd.DataFrame:
+    """The audit's decisions for the documents of ``scores`` placed in ``sources`` (judged against
+    :data:`CONTROLS`; thresholds fitted on the control's calibration ``halves``), with each document's truth
+    (``member``)."""
+    from memlab.methods.pearl.study import with_halves
+
+    where = {d.id: name for name, docs in sources.items() for d in docs}
+    pdf, mdf = (with_halves(df.assign(source=df.doc_id.map(where)), halves) for df in scores)
     out = decide.decisions(pdf, mdf, CONTROLS, score=pearl.decision_score, alpha=pearl.alpha,
                            target_fpr=p.mia.target_fpr)
     truth = {d.id: d.split == "member" for docs in sources.values() for d in docs}
     out["member"] = out.doc_id.map(truth)
     out["half"] = out.half.where(out.source == CONTROL, "judged")
     return out
+
+
+def audit_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, halves: dict, model: str,
+                progress: bool = False) -> pd.DataFrame:
+    """The audit's decisions on one model for ``sources`` (scored, then decided)."""
+    return decide_blind(pearl, p, score_blind(pearl, p, backend, sources, model, progress), sources, halves)
 
 
 def rates(decisions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -143,39 +183,56 @@ def recap_blind(recap, p: AuditParams, catalog, check_: RecapCheck, out_dir: Pat
                          "flagged": (books[col] >= 1).to_numpy(), "member": (books.split == "member").to_numpy()})
 
 
-def pooled_rates(decisions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per checkpoint, and pooled per method: recall and FPR with n and Wilson intervals; the pooled rows also hold
-    the range one audit's rate took across checkpoints (``*_runs_min/max``) and the band the page prints beside a
-    finding (``*_band_low/high``: the lowest Wilson bound to the highest over checkpoints — one audit is one run on
-    one model, so it is the spread across models, not the pooled interval, that says what one audit realizes)."""
+def pooled_rates(decisions: pd.DataFrame, runs: pd.DataFrame, band: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per checkpoint (its seeded draw), and pooled per method: recall and FPR with n and Wilson intervals. The pooled
+    rows also hold the range one audit's rate took over ``runs`` (``rates`` of every (checkpoint, draw) audit:
+    ``*_runs_min/max``) and the band the page prints beside a finding (``*_band_low/high``: the central ``band``
+    share of those audits' Wilson bounds: :func:`spread` — one audit is one model and one control draw, so it is
+    their spread, not the pooled interval, that says what one audit realizes)."""
     per_run = rates(decisions, ["checkpoint", "method"])
-    spread = per_run.groupby("method", sort=False).agg(
-        recall_runs_min=("recall", "min"), recall_runs_max=("recall", "max"),
-        fpr_runs_min=("fpr", "min"), fpr_runs_max=("fpr", "max"),
-        recall_band_low=("recall_low", "min"), recall_band_high=("recall_high", "max"),
-        fpr_band_low=("fpr_low", "min"), fpr_band_high=("fpr_high", "max"), checkpoints=("checkpoint", "nunique"))
-    return per_run, rates(decisions, ["method"]).merge(spread.reset_index(), on="method")
+    return per_run, rates(decisions, ["method"]).merge(spread(runs, band), on="method")
 
 
-def held_out(decisions: pd.DataFrame) -> pd.DataFrame:
-    """Per checkpoint and method: its realized recall and FPR beside the band the page would print had this
-    checkpoint never been measured (the *other* checkpoints' ``*_band_low/high``), and whether it lies inside
-    (``*_within``: the checkpoint behaves as the printed rates say; None where no other checkpoint ran the rule)."""
+def spread(runs: pd.DataFrame, band: float) -> pd.DataFrame:
+    """Per method over ``runs``: min/max of recall and FPR; the band, from the ``(1 - band) / 2`` quantile of the
+    runs' lower Wilson bounds to the ``(1 + band) / 2`` quantile of their upper ones, each taken outward (an observed
+    bound, never interpolated inward; with band 1: the lowest and highest bound; a run's interval carries the
+    sampling noise of its few judged documents, the quantiles the spread over models and control draws); the
+    number of checkpoints and runs, and ``band`` itself."""
+    tail = (1 - band) / 2
+    cols = {}
+    for what in ("recall", "fpr"):
+        cols |= {f"{what}_runs_min": (what, "min"), f"{what}_runs_max": (what, "max"),
+                 f"{what}_band_low": (f"{what}_low", lambda x: x.quantile(tail, interpolation="lower")),
+                 f"{what}_band_high": (f"{what}_high", lambda x: x.quantile(1 - tail, interpolation="higher"))}
+    out = runs.groupby("method", sort=False).agg(**cols, checkpoints=("checkpoint", "nunique"),
+                                                  runs=("checkpoint", "size"))
+    return out.reset_index().assign(band=band)
+
+
+def held_out(decisions: pd.DataFrame, runs: pd.DataFrame, band: float) -> pd.DataFrame:
+    """Per checkpoint and method: its realized recall and FPR (its seeded draw) beside the band the page would print
+    had this checkpoint never been measured (the *other* checkpoints' audits), whether it lies inside (``*_within``:
+    None where no other checkpoint ran the rule), and the share of this checkpoint's own draws inside
+    (``*_draws_within``)."""
     rows = []
     for name in decisions.checkpoint.unique():
         mine = rates(decisions[decisions.checkpoint == name], ["method"]).set_index("method")
-        _, rest = pooled_rates(decisions[decisions.checkpoint != name])
-        rest = rest.set_index("method")
+        rest = spread(runs[runs.checkpoint != name], band).set_index("method")
+        own = runs[runs.checkpoint == name]
         for method, r in mine.iterrows():
             row = {"checkpoint": name, "method": method}
+            drawn = own[own.method == method]
             for what in ("recall", "fpr"):
                 value, n = r[what], int(r[f"{what}_n"])
                 lo, hi = ((rest.loc[method, f"{what}_band_low"], rest.loc[method, f"{what}_band_high"])
                           if method in rest.index and n else (None, None))
                 known = lo is not None and not pd.isna(lo)
+                inside = drawn[what].between(lo, hi).mean() if known and len(drawn) else None
                 row.update({what: value, f"{what}_n": n, f"{what}_printed_low": lo if known else None,
                             f"{what}_printed_high": hi if known else None,
-                            f"{what}_within": bool(lo <= value <= hi) if known else None})
+                            f"{what}_within": bool(lo <= value <= hi) if known else None,
+                            f"{what}_draws_within": inside})
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -193,30 +250,38 @@ def conclusions(decisions: pd.DataFrame, checkpoint: str) -> list[dict]:
 
 
 def selfcheck(method: PearlConfig, params: SelfCheckParams, run: StudyRun) -> StudyResult:
-    """The audit's PEARL, MIA and blind rows run blind on every checkpoint of ``params.checkpoints``."""
+    """The audit's PEARL, MIA and blind rows run blind on every checkpoint of ``params.checkpoints``, each scored
+    once and decided over ``params.draws`` control draws."""
     from memlab.audit import plots
 
-    p, catalog, frames, said = params, run.catalog, [], []
+    p, catalog, frames, said, runs = params, run.catalog, [], [], []
     for c in p.checkpoints:
         fam = catalog.family(c.family)
         if not fam.nonmembers:
             raise ConfigError(f"audit_selfcheck: zoo family {c.family!r} has no non-members to judge against")
         name = f"{c.family}/{c.size}/{c.epoch}"
-        sources, halves = blind_sources(fam.members, fam.nonmembers, p.n_members, p.n_nonmembers, p.n_control,
-                                        f"{method.seed}:{name}")
+        seed = f"{method.seed}:{name}"
+        sources, halves = blind_sources(fam.members, fam.nonmembers, p.n_members, p.n_nonmembers, p.n_control, seed)
         epoch = c.epoch if c.epoch == "final" else int(c.epoch)
         with catalog.checkpoint(c.family, c.size, epoch) as backend:
-            d = audit_blind(method, p, backend, sources, halves, name, progress=run.progress)
-        frames.append(d.assign(checkpoint=name))
-        said += conclusions(d, name)
+            scores = score_blind(method, p, backend, sources, name, progress=run.progress)
+        for draw in range(p.draws):
+            drawn = (sources, halves) if draw == 0 else redraw(sources, f"{seed}:draw:{draw}")
+            d = decide_blind(method, p, scores, *drawn).assign(checkpoint=name)
+            runs.append(rates(d, ["method"]).assign(checkpoint=name, draw=draw))
+            if draw == 0:
+                frames.append(d)
+                said += conclusions(d, name)
     recap = [recap_blind(run.typed("methods.recap"), p, catalog, r, Path(run.out_dir) / "recap", run.progress)
              for r in p.recap_targets]
-    df = pd.concat(frames + recap, ignore_index=True)
-    per_run, pooled = pooled_rates(df)
+    runs += [rates(r, ["checkpoint", "method"]).assign(draw=0) for r in recap]
+    df, runs = pd.concat(frames + recap, ignore_index=True), pd.concat(runs, ignore_index=True)
+    per_run, pooled = pooled_rates(df, runs, p.band)
     res = StudyResult()
     res.table("selfcheck_rates", pooled.round(4))
     res.table("selfcheck_rates_by_checkpoint", per_run.round(4), show=False)
-    within = held_out(df)
+    res.table("selfcheck_draws", runs.round(4), show=False)
+    within = held_out(df, runs, p.band)
     res.table("selfcheck_held_out", within.round(4))
     verdicts = pd.DataFrame(said)
     res.table("selfcheck_conclusions", verdicts.round(4))
@@ -226,5 +291,7 @@ def selfcheck(method: PearlConfig, params: SelfCheckParams, run: StudyRun) -> St
                **{f"fpr/{r.method}": r.fpr for r in pooled.itertuples()},
                conclusions_agreeing=int(verdicts.agrees.sum()), conclusions=len(verdicts),
                held_out_fpr_within=int(within.fpr_within.fillna(True).sum()),
-               held_out_recall_within=int(within.recall_within.fillna(True).sum()), held_out_rows=len(within))
+               held_out_recall_within=int(within.recall_within.fillna(True).sum()), held_out_rows=len(within),
+               held_out_draws_within=round(float(pd.concat([within.recall_draws_within,
+                                                            within.fpr_draws_within]).mean()), 4))
     return res
