@@ -89,8 +89,8 @@ def audit_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, halv
     domains = dict.fromkeys(sources, "text")
     style = "chat" if prompt_style(backend) == "chat" else "raw"
     pdf = with_halves(decide.pearl_frame(pearl, p.tasks, sources, domains, backend, style, model), halves)
-    mdf = with_halves(decide.mia_frame(backend, sources, min_k=p.mia.min_k, max_words=p.mia.max_words,
-                                       progress=progress), halves)
+    mdf = with_halves(decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia),
+                                       max_words=p.mia.max_words, progress=progress), halves)
     out = decide.decisions(pdf, mdf, CONTROLS, score=pearl.decision_score, alpha=pearl.alpha,
                            target_fpr=p.mia.target_fpr)
     truth = {d.id: d.split == "member" for docs in sources.values() for d in docs}
