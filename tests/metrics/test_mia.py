@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memlab.backends.base import TokenScores
-from memlab.metrics.mia import judged_names, loss, member_scores, min_k, min_k_pp, perplexity, score_names, zlib_ratio
+from memlab.metrics.mia import loss, member_scores, min_k, min_k_pp, perplexity, score_names, zlib_ratio
 
 NAN = float("nan")
 
