@@ -21,6 +21,7 @@ from memlab.methods.pearl.acr_params import AcrParams
 from memlab.methods.pearl.calibration import calibrate_alpha
 from memlab.methods.pearl.claims import PAPER_TAU_B
 from memlab.methods.pearl.engine import PearlConfig
+from memlab.metrics.mia import judged_names
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -29,8 +30,6 @@ from memlab.study_run import StudyRun
 def mia_scores() -> list[str]:
     """The scores pearl_mia judges: PEARL's own two and every judged MIA score of the registry
     (:func:`memlab.metrics.mia.judged_names`)."""
-    from memlab.metrics.mia import judged_names
-
     return ["sensitivity", "gfd", *judged_names()]
 
 
