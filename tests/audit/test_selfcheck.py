@@ -90,7 +90,8 @@ def micro_audit(micro_family):
         cross = {"kjv": [dataclasses.replace(chapters[i], split="nonmember") for i in pool_b[:12]],
                  "release_notes": [dataclasses.replace(d, split="nonmember") for d in notes]}
         halves = {d.id: ("calibration" if j % 2 == 0 else "evaluation") for j, d in enumerate(notes)}
-        mdf = decide.mia_frame(backend, cross, min_k=p.mia.min_k, max_words=p.mia.max_words, progress=False)
+        mdf = decide.mia_frame(backend, cross, settings=dataclasses.asdict(p.mia), max_words=p.mia.max_words,
+                               progress=False)
         mdf["half"] = mdf.doc_id.map(halves).fillna("all")
         out["cross"] = decide.decisions(None, mdf, {"kjv": "release_notes", "release_notes": "release_notes"},
                                         score=pearl.decision_score, alpha=pearl.alpha, target_fpr=p.mia.target_fpr)

@@ -124,7 +124,7 @@ def test_served_logprobs_match_hf(llama_server, hf_smollm, hf_smollm_bos, tmp_pa
         assert math.isnan(s.logprobs[0]) and s.vocab_mean is None and s.vocab_std is None
         d = np.abs(np.asarray(s.logprobs[1:]) - np.asarray(h.logprobs[1:]))
         diffs.append(d)
-        assert member_scores(s, text, k=0.2).min_k_pp is None  # top-k only: Min-K%++ unavailable by default
+        assert member_scores(s, text, {"min_k": 0.2})["min_k_pp"] is None  # top-k only: Min-K%++ unavailable by default
         assert abs(float(np.mean(s.logprobs[1:])) - float(np.mean(h.logprobs[1:]))) < TOL_SCORE
     d = np.concatenate(diffs)
     print(f"served vs HF: {d.size} tokens, max |Δ| = {d.max():.4f}, mean |Δ| = {d.mean():.4f}")
@@ -160,7 +160,7 @@ def test_top_k_renormalized_variant(llama_server, hf_smollm_bos, tmp_path):
         assert np.all(np.isfinite(mu_hat)) and np.all(np.asarray(s.vocab_std[1:]) >= 0)
         assert np.all(mu_hat >= mu - TOL_MAX)  # μ̂ ≥ μ up to the arithmetic tolerance
         gaps.append(mu_hat - mu)
-        assert member_scores(s, text, k=0.2).min_k_pp is not None
+        assert member_scores(s, text, {"min_k": 0.2})["min_k_pp"] is not None
     g = np.concatenate(gaps)
     print(f"top-20 renormalized μ̂ − μ: mean {g.mean():.3f}, max {g.max():.3f}")
 

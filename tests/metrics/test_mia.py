@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memlab.backends.base import TokenScores
-from memlab.metrics.mia import SCORE_NAMES, loss, member_scores, min_k, min_k_pp, perplexity, zlib_ratio
+from memlab.metrics.mia import loss, member_scores, min_k, min_k_pp, perplexity, score_names, zlib_ratio
 
 NAN = float("nan")
 
@@ -51,11 +51,11 @@ def test_min_k_pp_against_full_distributions() -> None:
 def test_member_scores_sign_convention() -> None:
     member = _ts([NAN, -0.1, -0.2, -0.1, -0.3], mu=[0.0, -0.5] * 2 + [-0.5], sd=[1.0] * 5)
     nonmember = _ts([NAN, -3.0, -4.0, -2.5, -5.0], mu=[0.0, -0.5] * 2 + [-0.5], sd=[1.0] * 5)
-    a, b = member_scores(member, "same text", k=0.2), member_scores(nonmember, "same text", k=0.2)
-    for name in SCORE_NAMES:  # higher = more likely member, for every score
+    a, b = member_scores(member, "same text", {"min_k": 0.2}), member_scores(nonmember, "same text", {"min_k": 0.2})
+    for name in score_names():  # higher = more likely member, for every score
         assert a.get(name) > b.get(name), name
-    assert a.loss == -loss(member)
-    assert member_scores(_ts([NAN, -1.0]), "x", k=0.2).min_k_pp is None  # no vocab stats -> None
+    assert a["loss"] == -loss(member)
+    assert member_scores(_ts([NAN, -1.0]), "x", {"min_k": 0.2})["min_k_pp"] is None  # no vocab stats -> None
     with pytest.raises(ValueError):
         a.get("auc")
 

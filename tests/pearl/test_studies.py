@@ -73,7 +73,8 @@ def test_tables_from_a_known_frame():
 
 def test_mia_frame_on_micro_model(micro_family):
     be = build_backend(micro_family.model_cfg, None)
-    df = st.mia_frame(be, micro_family.members + micro_family.nonmembers, k=0.2, max_words=60, epoch=3)
+    df = st.mia_frame(be, micro_family.members + micro_family.nonmembers, settings={"min_k": 0.2}, max_words=60,
+                      epoch=3)
     assert len(df) == 8 and (df.epoch == 3).all()
     assert "perplexity" not in df and np.allclose(df.ppl, -df.neg_perplexity)  # named for what it holds
     mem, non = df[df.split == "member"], df[df.split == "nonmember"]

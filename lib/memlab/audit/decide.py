@@ -10,8 +10,7 @@ import pandas as pd
 
 from memlab.audit.judge import fitted_flags, fixed_flags
 from memlab.metrics.blind import NAME as BLIND, zlib_compressibility
-
-MIA_SCORES = ("loss", "zlib_ratio", "min_k", "min_k_pp")   # higher = more likely a member (memlab.metrics.mia)
+from memlab.metrics.mia import judged_names   # the MIA scores the audit judges (higher = more likely a member)
 
 
 def pearl_label(task: str) -> str:
@@ -30,15 +29,15 @@ def pearl_frame(pearl, tasks: Sequence[str], sources: Mapping[str, list], domain
     return pd.concat(source_frames(pearl, tasks, sources, domains, backend, style, model), ignore_index=True)
 
 
-def mia_frame(backend, sources: Mapping[str, list], *, min_k: float, max_words: int | None, progress: bool):
-    """Every MIA score of every document (:func:`memlab.methods.pearl.tables.mia_frame`) and the blind baseline on
-    the same text."""
+def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_words: int | None, progress: bool):
+    """Every MIA score of every document (:func:`memlab.methods.pearl.tables.mia_frame`; ``settings``: the audit's
+    ``params.mia``, whose ``min_k`` is k of Min-K%) and the blind baseline on the same text."""
     from memlab.methods.pearl import tables as T
     from memlab.methods.pearl.tasks import first_words
 
     frames = []
     for name, docs in sources.items():
-        f = T.mia_frame(backend, docs, k=min_k, max_words=max_words, progress=progress, source=name)
+        f = T.mia_frame(backend, docs, settings=settings, max_words=max_words, progress=progress, source=name)
         f["blind"] = [zlib_compressibility(first_words(d.text, max_words)) for d in docs]
         frames.append(f)
     return pd.concat(frames, ignore_index=True)
@@ -53,7 +52,7 @@ def decisions(pearl_df, mia_df, controls: Mapping[str, str | None], *, score: st
         for task, g in pearl_df.groupby("task_kind", sort=False):
             out.append(fixed_flags(g, score, alpha, pearl_label(task)))
     if mia_df is not None:
-        scores = [(mia_label(s), s) for s in MIA_SCORES if s in mia_df and mia_df[s].notna().any()]
+        scores = [(mia_label(s), s) for s in judged_names() if s in mia_df and mia_df[s].notna().any()]
         for control in sorted({c for c in controls.values() if c is not None}):
             judged = {s for s, c in controls.items() if c == control} | {control}
             g = mia_df[mia_df.source.isin(judged)]

@@ -112,7 +112,8 @@ def score_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, mode
     domains = dict.fromkeys(sources, "text")
     style = "chat" if prompt_style(backend) == "chat" else "raw"
     pdf = decide.pearl_frame(pearl, p.tasks, sources, domains, backend, style, model)
-    mdf = decide.mia_frame(backend, sources, min_k=p.mia.min_k, max_words=p.mia.max_words, progress=progress)
+    mdf = decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia), max_words=p.mia.max_words,
+                           progress=progress)
     return pdf, mdf
 
 

@@ -21,6 +21,7 @@ from memlab.methods.recap.study import run_recap
 from memlab.methods.trace import study as trace_study
 from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import propensity_rows, summary_rows
+from memlab.metrics.mia import judged_names
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -145,16 +146,16 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
     with catalog.using(node) as backend:
         style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
         try:
-            mdf = with_halves(decide.mia_frame(backend, sources, min_k=p.mia.min_k, max_words=p.mia.max_words,
-                                               progress=progress), halves)
+            mdf = with_halves(decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia),
+                                               max_words=p.mia.max_words, progress=progress), halves)
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
             mdf, why = None, " ".join(str(err).split())
-            unavailable = [(s, why) for s in decide.MIA_SCORES]
+            unavailable = [(s, why) for s in judged_names()]
     if mdf is not None:
         mdf = _halves_of_controls(mdf, p.controls)
         detail.table("mia_scores", mdf.round(4), show=False)
         unavailable = [(s, "the backend gives no score for it (Min-K%++ needs the whole vocabulary's log-probs)")
-                       for s in decide.MIA_SCORES if mdf[s].isna().all()]
+                       for s in judged_names() if mdf[s].isna().all()]
     pdf = wild.tables["pearl_scores"]
     pdf = _halves_of_controls(pdf, p.controls)
     flags = decide.decisions(pdf, mdf, p.controls, score=pearl.decision_score, alpha=pearl.alpha,

@@ -7,7 +7,8 @@
 * :mod:`~memlab.metrics.bootstrap` book-level bootstrap (seeded, vectorized) and its paired variant
 * :mod:`~memlab.metrics.embedding` cosine of all-MiniLM-L6-v2 embeddings (seed 000 App. H)
 * :mod:`~memlab.metrics.detection` ROC/AUC (+ CI), TPR@FPR, threshold at a target FPR, Youden J
-* :mod:`~memlab.metrics.mia`       loss, perplexity, zlib ratio, Min-K%, Min-K%++ from TokenScores
+* :mod:`~memlab.metrics.mia`       loss, perplexity, zlib ratio, Min-K%, Min-K%++ from TokenScores, and the
+                                   registry of MIA scores (a new one: a module in :mod:`~memlab.metrics.mia_scores`)
 
 Submodules are imported explicitly (``from memlab.metrics.rouge import rouge_l``) so that importing one
 metric never loads torch or sentence-transformers.

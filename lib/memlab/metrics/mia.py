@@ -20,24 +20,38 @@ member)::
 Deviation from mimir, documented: |K| = max(1, ⌊k·N⌋) (mimir's ``int(N·k)`` gives an empty set and NaN
 for short texts).
 
+**The registry.** Every score above is registered with :func:`mia_score` (its name, its raw function of
+(TokenScores, text, settings), whether LOWER or HIGHER raw values mean member, whether it needs the backend's
+vocabulary statistics, whether the audit and pearl_mia judge it, and the keys of the run's MIA settings it reads:
+``min_k`` is k of Min-K% / Min-K%++, ``params.min_k`` of pearl_mia and ``params.mia.min_k`` of the audit, never a
+default here). A new score is one new module in :mod:`memlab.metrics.mia_scores` that registers itself with the
+same decorator: :func:`registered` imports every module of that package, and the per-document tables
+(:func:`memlab.methods.pearl.tables.mia_frame`), pearl_mia and the audit take their scores from it, in registration
+order (the built-ins below first, then that package's modules by name).
+
 For detection (:mod:`memlab.metrics.detection`, which expects HIGHER = more likely member) use
-:func:`member_scores`, which returns every score negated: −loss, −perplexity, −zlib_ratio, −min_k,
-−min_k_pp. Keep this one sign flip here; never flip elsewhere.
+:func:`member_scores`, which orients every registered score so: the five above are negated (−loss, −perplexity,
+−zlib_ratio, −min_k, −min_k_pp). Keep this one sign flip here; never flip elsewhere.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 import zlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from memlab.backends.base import TokenScores
 
-__all__ = ["MiaScores", "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp", "member_scores", "SCORE_NAMES"]
+__all__ = ["MiaScore", "MiaScores", "mia_score", "registered", "score_names", "judged_names", "member_scores",
+           "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp"]
 
-SCORE_NAMES = ("loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp")
+SCORE_PACKAGE = "memlab.metrics.mia_scores"   # every module in it is imported by registered()
 
 
 def _logprobs(ts: TokenScores) -> np.ndarray:
@@ -105,33 +119,113 @@ def min_k_pp(ts: TokenScores, k: float) -> float:
     return -_lowest_k_mean(z, k)
 
 
+# ---- the registry ---------------------------------------------------------------------------------------------
+
+RawScore = Callable[[TokenScores, str, Mapping[str, Any]], float]
+
+
 @dataclass(frozen=True)
-class MiaScores:
-    """All scores for one text, oriented HIGHER = more likely member (each is −(raw mimir score)).
+class MiaScore:
+    """One registered score: ``raw(ts, text, settings)`` is its raw value; ``lower_is_member`` its direction (True:
+    mimir's loss-like convention); ``needs_vocab``: None without ``TokenScores.vocab_mean``/``vocab_std``;
+    ``judged``: the audit and pearl_mia decide with it; ``settings``: the keys of the run's MIA settings it reads."""
 
-    ``min_k_pp`` is None when the backend gave no vocabulary statistics.
-    """
-
-    loss: float
-    perplexity: float
-    zlib_ratio: float
-    min_k: float
-    min_k_pp: float | None
-
-    def get(self, name: str) -> float | None:
-        if name not in SCORE_NAMES:
-            raise ValueError(f"unknown MIA score {name!r}; choose from {SCORE_NAMES}")
-        return getattr(self, name)
+    name: str
+    raw: RawScore
+    lower_is_member: bool
+    needs_vocab: bool
+    judged: bool
+    settings: tuple[str, ...]
 
 
-def member_scores(ts: TokenScores, text: str, *, k: float) -> MiaScores:
-    """Every MIA score for one scored text, sign-flipped so that higher = more likely member; ``k`` of Min-K% /
-    Min-K%++ is the run's (``params.min_k`` of pearl_mia, ``params.mia.min_k`` of the audit), never a default here."""
-    has_pp = ts.vocab_mean is not None and ts.vocab_std is not None
-    return MiaScores(
-        loss=-loss(ts),
-        perplexity=-perplexity(ts),
-        zlib_ratio=-zlib_ratio(ts, text),
-        min_k=-min_k(ts, k),
-        min_k_pp=-min_k_pp(ts, k) if has_pp else None,
-    )
+_REGISTRY: dict[str, MiaScore] = {}
+
+
+def mia_score(name: str, *, lower_is_member: bool, needs_vocab: bool, judged: bool,
+              settings: tuple[str, ...]) -> Callable[[RawScore], RawScore]:
+    """Register the decorated ``raw(ts, text, settings) -> float`` as the MIA score ``name`` (see :class:`MiaScore`)."""
+    def add(raw: RawScore) -> RawScore:
+        if name in _REGISTRY:
+            raise ValueError(f"MIA score {name!r} is registered twice")
+        _REGISTRY[name] = MiaScore(name, raw, lower_is_member, needs_vocab, judged, tuple(settings))
+        return raw
+    return add
+
+
+def unregister(name: str) -> None:
+    """Drop the score ``name`` from the registry (tests that register a score of their own)."""
+    del _REGISTRY[name]
+
+
+def registered() -> tuple[MiaScore, ...]:
+    """Every registered score, in registration order, after importing every module of :data:`SCORE_PACKAGE`."""
+    package = importlib.import_module(SCORE_PACKAGE)
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{SCORE_PACKAGE}.{module.name}")
+    return tuple(_REGISTRY.values())
+
+
+def score_names() -> tuple[str, ...]:
+    """The names of every registered score, in registration order."""
+    return tuple(s.name for s in registered())
+
+
+def judged_names() -> tuple[str, ...]:
+    """The scores the audit and pearl_mia decide with (``judged=True``), in registration order."""
+    return tuple(s.name for s in registered() if s.judged)
+
+
+mia_score("loss", lower_is_member=True, needs_vocab=False, judged=True, settings=())(
+    lambda ts, text, settings: loss(ts))
+mia_score("perplexity", lower_is_member=True, needs_vocab=False, judged=False, settings=())(
+    lambda ts, text, settings: perplexity(ts))
+mia_score("zlib_ratio", lower_is_member=True, needs_vocab=False, judged=True, settings=())(
+    lambda ts, text, settings: zlib_ratio(ts, text))
+mia_score("min_k", lower_is_member=True, needs_vocab=False, judged=True, settings=("min_k",))(
+    lambda ts, text, settings: min_k(ts, settings["min_k"]))
+mia_score("min_k_pp", lower_is_member=True, needs_vocab=True, judged=True, settings=("min_k",))(
+    lambda ts, text, settings: min_k_pp(ts, settings["min_k"]))
+
+
+class MiaScores(Mapping):
+    """Every registered score for one text, {name: value} in registration order, oriented HIGHER = more likely
+    member (−raw for a ``lower_is_member`` score). A ``needs_vocab`` score is None when the backend gave no
+    vocabulary statistics. ``get(name)`` of an unregistered name raises ValueError."""
+
+    def __init__(self, values: Mapping[str, float | None]):
+        self._values = dict(values)
+
+    def __getitem__(self, name: str) -> float | None:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, name: str) -> float | None:  # type: ignore[override]
+        if name not in self._values:
+            raise ValueError(f"unknown MIA score {name!r}; choose from {tuple(self._values)}")
+        return self._values[name]
+
+    def __repr__(self) -> str:
+        return f"MiaScores({self._values!r})"
+
+
+def member_scores(ts: TokenScores, text: str, settings: Mapping[str, Any]) -> MiaScores:
+    """Every registered MIA score for one scored text, oriented so that higher = more likely member. ``settings``
+    are the run's MIA settings (``params`` of pearl_mia, ``params.mia`` of the audit: ``min_k`` is k of Min-K% /
+    Min-K%++), never a default here; a score whose key is missing raises ValueError."""
+    has_vocab = ts.vocab_mean is not None and ts.vocab_std is not None
+    values: dict[str, float | None] = {}
+    for s in registered():
+        missing = [key for key in s.settings if key not in settings]
+        if missing:
+            raise ValueError(f"MIA score {s.name!r} needs the setting(s) {missing} (the run's MIA settings)")
+        if s.needs_vocab and not has_vocab:
+            values[s.name] = None
+            continue
+        raw = float(s.raw(ts, text, settings))
+        values[s.name] = -raw if s.lower_is_member else raw
+    return MiaScores(values)

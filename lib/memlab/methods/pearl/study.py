@@ -10,7 +10,7 @@ exact members and non-members are known; documents are drawn with :func:`memlab.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from memlab.data.sampling import sample_docs
 from memlab.comparison import paper_mark
@@ -21,11 +21,16 @@ from memlab.methods.pearl.acr_params import AcrParams
 from memlab.methods.pearl.calibration import calibrate_alpha
 from memlab.methods.pearl.claims import PAPER_TAU_B
 from memlab.methods.pearl.engine import PearlConfig
+from memlab.metrics.mia import judged_names
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
 
-MIA_SCORES = ["sensitivity", "gfd", "loss", "zlib_ratio", "min_k", "min_k_pp"]
+
+def mia_scores() -> list[str]:
+    """The scores pearl_mia judges: PEARL's own two and every judged MIA score of the registry
+    (:func:`memlab.metrics.mia.judged_names`)."""
+    return ["sensitivity", "gfd", *judged_names()]
 
 
 @dataclass(frozen=True)
@@ -211,7 +216,7 @@ def _mia_scores_by_epoch(method: PearlConfig, p: MiaParams, catalog):
     for epoch in tqdm(list(st.epochs), desc="epochs"):
         with catalog.checkpoint(st.family, st.size, epoch) as backend:
             pe = T.pearl_frame(backend, docs, method, progress=False, epoch=epoch)
-            scores = T.mia_frame(backend, docs, k=p.min_k, max_words=method.task.max_input_words)
+            scores = T.mia_frame(backend, docs, settings=asdict(p), max_words=method.task.max_input_words)
         frames.append(pe.merge(scores.drop(columns=["split"]), on="doc_id"))
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     df["member"] = (df.split == "member").astype(int)
@@ -227,7 +232,7 @@ def _fixed_mia_thresholds(df, method: PearlConfig, p: MiaParams, res: StudyResul
     st = method.study
     first = df[(df.epoch == st.epochs[0]) & (df.half == "calibration")]
     fixed = {s: calibrate_alpha(first[s].dropna().to_numpy(), p.target_fpr, floor=float("-inf"))
-             for s in ["neg_perplexity", *MIA_SCORES] if first[s].notna().any()}
+             for s in ["neg_perplexity", *mia_scores()] if first[s].notna().any()}
     fixed["sensitivity_alpha"] = method.alpha
     res.table("fixed_thresholds", pd.DataFrame([{"score": s, "threshold": t, "fitted_on": (
         f"calibration half, epoch {st.epochs[0]}, FPR {p.target_fpr}" if s != "sensitivity_alpha" else "method.alpha")}
@@ -239,11 +244,11 @@ def _mia_detection_by_epoch(report, fixed: dict, method: PearlConfig, p: MiaPara
     """Per epoch: every MIA score at its fixed threshold, and PEARL's decision score at α, against membership."""
     import pandas as pd
 
-    st = method.study
+    st, judged = method.study, mia_scores()
     rows = []
     for epoch, g in report.groupby("epoch"):
-        dec = {s: t for s, t in fixed.items() if s in MIA_SCORES}
-        t = T.detection_table(g, "member", MIA_SCORES, dec)
+        dec = {s: t for s, t in fixed.items() if s in judged}
+        t = T.detection_table(g, "member", judged, dec)
         t["truth"], t["epoch"], t["rule"] = "member", epoch, f"fixed at epoch {st.epochs[0]} (FPR {p.target_fpr})"
         alpha = T.detection_table(g, "member", [method.decision_score], {method.decision_score: method.alpha})
         alpha["truth"], alpha["epoch"], alpha["rule"] = "member", epoch, f"fixed alpha={method.alpha}"
@@ -255,7 +260,8 @@ def _detection_vs_extractable(report, res: StudyResult) -> None:
     """Every MIA score against extractability, at the epochs where both classes occur (no tables otherwise)."""
     import pandas as pd
 
-    ext = [T.detection_table(g, "extractable", MIA_SCORES).assign(epoch=e, n_extractable=int(g.extractable.sum()))
+    judged = mia_scores()
+    ext = [T.detection_table(g, "extractable", judged).assign(epoch=e, n_extractable=int(g.extractable.sum()))
            for e, g in report.groupby("epoch") if g.extractable.nunique() == 2]
     if ext:
         ext = pd.concat(ext, ignore_index=True)

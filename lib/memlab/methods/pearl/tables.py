@@ -3,8 +3,8 @@
 * :func:`pearl_frame` — PEARL on documents → one row per document (labels added as columns).
 * :func:`flag_table`, :func:`fpr_table`, :func:`detection_table`, :func:`overlap_table`,
   :func:`calibration_table` — the papers' tables from those rows.
-* :func:`mia_frame` — loss / perplexity / zlib / Min-K% / Min-K%++ per document from per-token log-probs
-  (:mod:`memlab.metrics.mia`), the membership-inference baselines of seed 003 Table 4.
+* :func:`mia_frame` — every registered MIA score (loss / perplexity / zlib / Min-K% / Min-K%++, …) per document
+  from per-token log-probs (:mod:`memlab.metrics.mia`), the membership-inference baselines of seed 003 Table 4.
 * :func:`similarity_table`, :func:`examples_table` — input similarity per level (seed 003 Table 8 analog).
 * :func:`domain_calibration_table`, :func:`calibrated_flags_table`, :func:`mann_whitney_table` — the wild study's
   per-domain calibration (each domain's α from its own known-unseen source) and seen-vs-unseen tests.
@@ -107,12 +107,14 @@ def overlap_table(df, a: str, b: str, by: Sequence[str]):
 
 # ---- membership inference baselines ---------------------------------------------------------------------------
 
+MIA_COLUMNS = {"perplexity": "neg_perplexity"}   # a score's column where it is not the score's name (seed 003's)
 
-def mia_frame(backend, docs: Sequence[Document], *, k: float, max_words: int | None,
+
+def mia_frame(backend, docs: Sequence[Document], *, settings: Mapping[str, Any], max_words: int | None,
               progress: bool = False, **labels: Any):
-    """Per document: every :class:`memlab.metrics.mia.MiaScores` field (higher = more likely member; its
-    −perplexity is the column ``neg_perplexity``) plus the raw perplexity (``ppl``), computed on the same text PEARL
-    sees (first ``max_words`` words)."""
+    """Per document: every registered MIA score (:func:`memlab.metrics.mia.member_scores`: higher = more likely
+    member; −perplexity is the column ``neg_perplexity``) plus the raw perplexity (``ppl``), computed on the same text
+    PEARL sees (first ``max_words`` words); ``settings`` are the run's MIA settings (``min_k``: k of Min-K%)."""
     import pandas as pd
 
     from memlab.methods.pearl.tasks import first_words
@@ -122,11 +124,10 @@ def mia_frame(backend, docs: Sequence[Document], *, k: float, max_words: int | N
     scored = backend.score(texts, progress=progress)
     rows = []
     for d, t, ts in zip(docs, texts, scored):
-        m = member_scores(ts, t, k=k)
-        rows.append({"doc_id": d.id, "split": d.split, "loss": m.loss, "neg_perplexity": m.perplexity,
-                     "zlib_ratio": m.zlib_ratio, "min_k": m.min_k,
-                     "min_k_pp": m.min_k_pp if m.min_k_pp is not None else float("nan"), "ppl": -m.perplexity,
-                     **labels})
+        m = member_scores(ts, t, settings)
+        rows.append({"doc_id": d.id, "split": d.split,
+                     **{MIA_COLUMNS.get(s, s): float("nan") if v is None else v for s, v in m.items()},
+                     "ppl": -m["perplexity"], **labels})
     return pd.DataFrame(rows)
 
 
