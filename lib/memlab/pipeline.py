@@ -87,7 +87,17 @@ def _imports(path: Path, module: str, skip: frozenset[str] = frozenset()) -> set
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
             if node.value.partition(":")[0] not in skip | _built_corpora():
                 found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
+                found.update(_plugins(node.value.partition(":")[0]))
     return {m for m in found if m == "memlab" or m.startswith("memlab.")}
+
+
+def _plugins(name: str) -> list[str]:
+    """Every module of the package a string names (a plugin package whose modules are imported at run time, e.g.
+    ``memlab.metrics.mia_scores``: a score dropped into it is code its users depend on); [] for a module."""
+    init = _module_file(name)
+    if init is None or init.name != "__init__.py":
+        return []
+    return [f"{name}.{f.stem}" for f in sorted(init.parent.glob("*.py")) if f.name != "__init__.py"]
 
 
 def _built_corpora() -> frozenset[str]:

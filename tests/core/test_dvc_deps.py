@@ -89,7 +89,7 @@ def test_the_template_models_batch_size_makes_every_experiment_composing_it_stal
     # every experiment composes model=tiny-neox (config.yaml's default), and its config.yaml output records it
     expected = {n for n, s in stages.items() if {"conf/model/tiny-neox.yaml": None} in s.get("params", [])}
     assert expected >= {"exp-pearl_epochs", "exp-memorization_curve", "exp-trace_stages"}
-    assert stale_after(conf_repo, "conf/model/tiny-neox.yaml", "\nbatch_size: 64", "\nbatch_size: 32") == expected
+    assert stale_after(conf_repo, "conf/model/tiny-neox.yaml", "\nbatch_size: 128", "\nbatch_size: 32") == expected
 
 
 def test_comments_and_scheduling_hints_make_nothing_stale(conf_repo):
@@ -162,3 +162,14 @@ def test_where_runs_are_logged_and_cached_makes_nothing_stale(conf_repo, stages)
     assert not {f for f in read if f.split("/")[1] in ("logger", "cache", "paths", "hydra")}, read
     # ...while a setting that does change results still does (the check above can fail)
     assert "exp-pearl_mia" in stale_after(conf_repo, "conf/config.yaml", "\nseed: ", "\nseed: 1")
+
+
+def test_a_module_dropped_into_a_plugin_package_is_code_its_users_depend_on(tmp_path, monkeypatch):
+    """The MIA registry imports every module of memlab.metrics.mia_scores at run time (no import names them): a
+    score added there is a dependency of every stage that computes MIA scores, as its users' imports are."""
+    shutil.copytree(repo_root() / "lib", tmp_path / "lib", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    (tmp_path / "lib" / "memlab" / "metrics" / "mia_scores" / "toy_score.py").write_text('"""a toy score"""\n')
+    monkeypatch.setattr(pipeline, "repo_root", lambda: tmp_path)
+    monkeypatch.setattr(pipeline, "NATIVE_SOURCES", {})   # the C source is named by its path in this checkout
+    assert "lib/memlab/metrics/mia_scores/toy_score.py" in pipeline.code_deps(["memlab.methods.pearl.tables"])
+    assert "lib/memlab/metrics/mia_scores/toy_score.py" not in pipeline.code_deps(["memlab.metrics.rouge"])
