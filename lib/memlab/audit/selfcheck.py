@@ -5,17 +5,17 @@ checkpoints whose training set we know, then scored against that truth.
 Per checkpoint, a seeded sample of its family's members and non-members (no shared text: the family's split) makes
 three sources, all of the family's one domain: ``members + non-members`` (a blind mix, judged), ``non-members only``
 (judged: the audit must not call it memorized) and ``known-unseen`` (the control, as large as the audit's own
-known-unseen sets, split into a calibration half that fits thresholds and an evaluation half that gives its FPR). The outputs are the realized rates the audit
-page prints beside its findings (``selfcheck_rates``: recall on members, FPR on non-members, n, Wilson intervals,
-per method, pooled over checkpoints and per checkpoint) and each checkpoint's truth vs the audit's conclusion
-(``selfcheck_conclusions``).
+known-unseen sets, split into a calibration half that fits thresholds and an evaluation half that gives its FPR).
+The outputs are the realized rates the audit page prints beside its findings (``selfcheck_rates``: recall on
+members, FPR on non-members, n, Wilson intervals, per method, pooled over checkpoints and per checkpoint) and each
+checkpoint's truth vs the audit's conclusion (``selfcheck_conclusions``).
 
 One audit is one model and one draw of its control: which known-unseen texts fit the threshold is itself random, and
 with a small control it moves the realized FPR more than the model does. So each checkpoint's documents are scored
 once and the audit's decisions are redrawn ``draws`` times over seeded reassignments of its non-members to control
 (calibration / evaluation halves) and judged sources; the band the page prints spans the central ``band`` share of
-the intervals those (checkpoint, draw) audits realized (:func:`spread`), and ``held_out`` checks each checkpoint against the band the *other*
-checkpoints' audits give."""
+the intervals those (checkpoint, draw) audits realized (:func:`spread`), and :func:`held_out` checks each
+checkpoint against the band the *other* checkpoints' audits give."""
 
 from __future__ import annotations
 

@@ -184,8 +184,8 @@ class HFBackend(PerSampleBackend):
         is sized as generate() sizes it (prompt + ``max_new``); a grouped one (backends/hf_grouped.py) keeps each
         distinct context once, unpadded, when the batch has at most half as many distinct contexts as rows (else
         its per-group loop costs more than the copies it saves: one sample per prompt, as pearl_wild asks, makes
-        every row its own group; such a batch gets the padded dynamic cache). None — generate() prefills the padded batch itself — for a prompt of one
-        token, or one that reaches a sliding attention window."""
+        every row its own group; such a batch gets the padded dynamic cache). None — generate() prefills the padded
+        batch itself — for a prompt of one token, or one that reaches a sliding attention window."""
         from transformers import DynamicCache, StaticCache
 
         window = getattr(self.model.config.get_text_config(decoder=True), "sliding_window", None)
