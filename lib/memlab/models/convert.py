@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from memlab.backends.registry import has_weights_at_path
 from memlab.config import cache_root
 from memlab.data.records import sha256_file
 from memlab.errors import ConfigError, MissingSourceError
@@ -266,11 +267,11 @@ def converted_gguf(gguf_path: str | Path, cache_dir: str | Path, threads: int = 
 
 
 def gguf_as_folder(node: Mapping[str, Any], cache_dir: str | Path) -> dict:
-    """An hf model node whose ``path`` is a .gguf file (or that names ``gguf_file``) pointed at its converted folder
+    """A model node whose kind reads ``weights_at_path`` (backends/registry.py) and whose ``path`` is a .gguf file (or that names ``gguf_file``) pointed at its converted folder
     (:func:`converted_gguf`), named after the file unless it has a name; any other node unchanged. A missing file is
     left for the backend to report."""
     node = dict(node)
-    if node.get("backend") != "hf" or not node.get("path"):
+    if not has_weights_at_path(node):
         return node
     inner = node.get("gguf_file")
     file = Path(str(node["path"])).expanduser() / inner if inner else Path(str(node["path"])).expanduser()
