@@ -3,11 +3,11 @@ without ``+`` — is refused before anything runs, in one line naming the key, t
 that documents them; exit 2. A ``-m`` sweep is checked point by point (each combination of the swept config
 groups): every bad point is reported and none runs.
 
-Known keys of a run = the keys of its composed config, plus the documented optional keys of its model backend
-(the fields of its kind's config dataclass: :mod:`memlab.backends.registry`) and the
-fields of a ``_schema_`` node's dataclass. An optional key, or a known key given with ``+``, is passed to Hydra as
-``++key`` (add or override), so it works whether or not the chosen preset sets it. ``model.device`` naming a GPU is
-checked against the machine here too.
+Known keys of a run = the keys of its composed config, plus the optional keys of its model backend (the fields of
+its kind's config dataclass: :mod:`memlab.backends.registry`) and the fields of a ``_schema_`` node's dataclass. An
+optional key, or a known key given with ``+``, is passed to Hydra as ``++key`` (add or override), so it works
+whether or not the chosen preset sets it. ``model.device`` naming a GPU (for a kind with a ``device`` key) is checked
+against the machine here too.
 """
 
 from __future__ import annotations
