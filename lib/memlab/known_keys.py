@@ -3,11 +3,11 @@ without ``+`` — is refused before anything runs, in one line naming the key, t
 that documents them; exit 2. A ``-m`` sweep is checked point by point (each combination of the swept config
 groups): every bad point is reported and none runs.
 
-Known keys of a run = the keys of its composed config, plus the documented optional keys of its model backend
-(``OPTIONAL_MODEL_KEYS``: the backends' ``from_config`` arguments; tested against their signatures) and the
-fields of a ``_schema_`` node's dataclass. An optional key, or a known key given with ``+``, is passed to Hydra as
-``++key`` (add or override), so it works whether or not the chosen preset sets it. ``model.device`` naming a GPU is
-checked against the machine here too.
+Known keys of a run = the keys of its composed config, plus the optional keys of its model backend (the fields of
+its kind's config dataclass: :mod:`memlab.backends.registry`) and the fields of a ``_schema_`` node's dataclass. An
+optional key, or a known key given with ``+``, is passed to Hydra as ``++key`` (add or override), so it works
+whether or not the chosen preset sets it. ``model.device`` naming a GPU (for a kind with a ``device`` key) is checked
+against the machine here too.
 """
 
 from __future__ import annotations
@@ -17,19 +17,9 @@ import itertools
 import sys
 from typing import Any, Mapping, Sequence
 
+from memlab.backends.registry import find_kind
 from memlab.config import CONF_DIR, config_groups
 
-# the backends' documented keys (lib/memlab/backends/hf_config.py HFBackendConfig, openai_config.py OpenAIConfig);
-# tests/faults/test_known_keys.py checks them against the two dataclasses' fields
-OPTIONAL_MODEL_KEYS = {
-    "hf": ("name", "backend", "path", "gguf_file", "revision", "device", "dtype", "threads", "batch_size",
-           "score_batch_size", "chat_template", "kv_cache", "trust_remote_code", "score_bos"),
-    "openai": ("name", "backend", "base_url", "api_key_env", "model_id", "revision", "chat", "can_score",
-               "score_top_k", "vocab_stats", "score_bos", "concurrency", "max_retries", "timeout", "backoff_base",
-               "backoff_max", "max_tokens_param", "price_in_per_mtok", "price_out_per_mtok"),
-}
-MODEL_DOCS = {"hf": "lib/memlab/backends/hf_config.py (HFBackendConfig)",
-              "openai": "lib/memlab/backends/openai_config.py (OpenAIConfig)"}
 GPU_DEVICES = ("cuda", "gpu")
 _MAX_POINTS = 64  # sweep points composed for the check; beyond that only the first ones are checked
 # the configs composed for the check, by their normalized group overrides: the runner reuses the experiment's
@@ -136,7 +126,8 @@ def _optional_keys(point: _Point, parent: str, node: Any) -> tuple[str, ...]:
     if not isinstance(node, Mapping):
         return ()
     if parent == "model":
-        return OPTIONAL_MODEL_KEYS.get(str(node.get("backend")), ())
+        kind = find_kind(node.get("backend"))
+        return kind.keys if kind else ()
     if "_schema_" in node:
         import dataclasses
 
@@ -153,7 +144,8 @@ def _docs(point: _Point, parent: str) -> str:
     if top in point.choices:
         extra = ""
         if top == "model":
-            extra = f" and {MODEL_DOCS.get(str(point.tree.get('model', {}).get('backend')), 'conf/model/')}"
+            kind = find_kind(point.tree.get("model", {}).get("backend"))
+            extra = f" and {kind.docs if kind else 'conf/model/'}"
         return f"conf/{top}/{point.choices[top]}.yaml{extra}"
     return "conf/config.yaml"
 
@@ -172,7 +164,8 @@ def _device_errors(point: _Point, keyed: list[tuple[int, Any]], sweep: bool) -> 
     values = ([str(v) for ov in given for v in (ov.sweep_string_iterator() if ov.is_sweep_override() else [ov.value()])]
               if given else [str(model.get("device", "cpu"))])
     bad = [v for v in values if v.split(":")[0].lower() in GPU_DEVICES]
-    if not bad or model.get("backend") != "hf" or _has_cuda():
+    kind = find_kind(model.get("backend"))
+    if not bad or kind is None or "device" not in kind.keys or _has_cuda():
         return []
     where = f" (sweep point {point.label})" if sweep else ""
     return [f"model.device={v}{where}, but this machine has no CUDA GPU (torch.cuda.is_available() is False); use "

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from memlab.backends.registry import is_served
 from memlab.config import CONF_DIR, to_plain
 from memlab.errors import ConfigError
 from memlab.numerics import read_yaml
@@ -101,7 +102,7 @@ def _what_it_measures(cfg) -> str:
 def derived_name(node: Mapping[str, Any]) -> str:
     """A model's name from what identifies it: a GGUF file's stem, a folder's name, a served id's last part — and a
     zoo checkpoint's folder (``…/tiny-neox/kjv/m/final``) its zoo name (``tiny-neox-kjv-m-final``), not ``final``."""
-    if node.get("backend") == "openai" or not node.get("path"):
+    if is_served(node) or not node.get("path"):
         return str(node.get("model_id") or node.get("name")).rstrip("/").split("/")[-1]
     path = Path(str(node["path"])) / node["gguf_file"] if node.get("gguf_file") else Path(str(node["path"]))
     if path.suffix == ".gguf":
@@ -171,7 +172,7 @@ def tested_models(resolved_cfg: Mapping) -> dict[str, str]:
 
 
 def _location(node: Mapping[str, Any]) -> str:
-    if node.get("backend") == "openai":
+    if is_served(node):
         return str(node.get("model_id"))
     path = Path(str(node["path"]))
     return str(path / node["gguf_file"]) if node.get("gguf_file") else str(path)

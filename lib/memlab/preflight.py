@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from memlab.backends.hf_config import looks_like_hub_id
+from memlab.backends.registry import find_kind, has_weights_at_path, is_served
 from memlab.errors import ConfigError
 
 DEVICES = ("cpu", "cuda", "auto")
@@ -49,17 +50,20 @@ def check_run(cfg) -> None:
 
 
 def check_node(node: Mapping[str, Any], root: Path, models_dir: Path) -> None:
-    """One model node: its device, then its files (backend hf) or its server (backend openai)."""
+    """One model node: its device, then its files (a kind with ``weights_at_path``, e.g. hf) or its server (a
+    ``served`` kind, e.g. openai; backends/registry.py)."""
     check_device(node, "model.device")
-    if node.get("backend") == "hf" and node.get("path"):
+    if has_weights_at_path(node):
         check_local_model(str(node["path"]), node.get("gguf_file"), root, models_dir)
-    elif node.get("backend") == "openai":
+    elif is_served(node):
         check_served(node)
 
 
 def check_device(node: Mapping[str, Any], key: str) -> None:
-    """``model.device`` is cpu, cuda or auto; cuda only where torch sees a CUDA device."""
-    if "device" not in node or node.get("backend") not in (None, "hf"):
+    """``model.device`` is cpu, cuda or auto; cuda only where torch sees a CUDA device (a node naming no backend,
+    or one whose kind has a ``device`` key)."""
+    kind = find_kind(node.get("backend"))
+    if "device" not in node or (node.get("backend") is not None and (kind is None or "device" not in kind.keys)):
         return
     device = node.get("device")
     if device not in DEVICES and not re.fullmatch(r"cuda:\d+", str(device)):

@@ -143,7 +143,9 @@ def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
 
 
 def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
-    if node.get("backend") == "openai":
+    from memlab.backends.registry import is_served
+
+    if is_served(node):
         return _served_identity(node)
     path = Path(str(node["path"]))
     rel = portable(str(path), root).rstrip("/")
@@ -189,12 +191,13 @@ def _served_identity(node: Mapping) -> str:
 
 
 def _served_names(cfg: Mapping) -> list[str]:
-    """Names of the served (``backend: openai``) models a run tests."""
+    """Names of the served models a run tests (their kind is ``served``: :mod:`memlab.backends.registry`)."""
     if cfg.get("models") is None:
         return []
+    from memlab.backends.registry import is_served
     from memlab.model_use import target_nodes
 
-    return [str(n["name"]) for n in target_nodes(cfg) if n.get("backend") == "openai"]
+    return [str(n["name"]) for n in target_nodes(cfg) if is_served(n)]
 
 
 def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> dict:

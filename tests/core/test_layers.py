@@ -5,16 +5,17 @@ belongs to the layer of the longest prefix below that names it; a module may imp
 
     0 foundations   memlab (the package: pins the numeric path), errors, progress, numerics, keys, gguf_parse,
                     run_lock, wandb_log, lab, zoo_layout -- import nothing of memlab above themselves
-    1 config        config, schema, model_use, known_keys, comparison -- conf/, its typed nodes, the models a
-                    run reads, the claim rules' registry
+    1 config        config, schema, comparison -- conf/, its typed nodes, the claim rules' registry
     2 parts         data, metrics, backends, plots -- corpora, measures, model backends, figures
-    3 models        models -- the zoo and converted checkpoints (built from data, loaded through backends)
-    4 study frame   study_run, results, report -- what every study runs inside and hands back
-    5 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
+    3 model config  model_use, known_keys -- the models a run reads and the keys it knows (they ask the
+                    backends' registry of kinds)
+    4 models        models -- the zoo and converted checkpoints (built from data, loaded through backends)
+    5 study frame   study_run, results, report -- what every study runs inside and hands back
+    6 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
                     method never imports another method
-    6 audit         audit -- the audit runs the methods
-    7 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench, cli
-    8 presentation  site
+    7 audit         audit -- the audit runs the methods
+    8 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench, cli
+    9 presentation  site
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
 (lazy imports inside functions are imports), relative imports resolved, and string constants naming a module
@@ -36,8 +37,9 @@ ROOT = LIB / "memlab"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("memlab", "memlab.errors", "memlab.progress", "memlab.numerics", "memlab.keys",
                      "memlab.gguf_parse", "memlab.run_lock", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout")),
-    ("config", ("memlab.config", "memlab.schema", "memlab.model_use", "memlab.known_keys", "memlab.comparison")),
+    ("config", ("memlab.config", "memlab.schema", "memlab.comparison")),
     ("parts", ("memlab.data", "memlab.metrics", "memlab.backends", "memlab.plots")),
+    ("model config", ("memlab.model_use", "memlab.known_keys")),
     ("models", ("memlab.models",)),
     ("study frame", ("memlab.study_run", "memlab.results", "memlab.report")),
     ("methods", ("memlab.methods",)),

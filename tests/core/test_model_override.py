@@ -158,10 +158,10 @@ def test_prompt_style_follows_what_the_model_speaks():
 
     from memlab.methods.pearl.study import prompt_style
 
-    assert prompt_style(NS(has_chat_template=True)) == "chat"
-    assert prompt_style(NS(has_chat_template=False, chat=True)) == "chat"      # a chat-only endpoint
-    assert prompt_style(NS(has_chat_template=False, chat=False)) == "raw"      # /v1/completions, base model
-    assert prompt_style(NS(has_chat_template=False)) == "raw"                  # an hf model without a template
+    assert prompt_style(NS(has_chat_template=True, chat_only=False)) == "chat"
+    assert prompt_style(NS(has_chat_template=False, chat_only=True)) == "chat"      # a chat-only endpoint
+    assert prompt_style(NS(has_chat_template=False, chat_only=False)) == "raw"      # /v1/completions, base model,
+    #                                                                                 or an hf model without a template
 
 
 def test_run_json_names_the_models_that_ran_by_content_hash(tmp_path, repo_root):

@@ -2,7 +2,8 @@
 
 A backend turns a list of :class:`GenerationRequest` into a list of :class:`Generation` (same order), and,
 where it can, scores texts with per-token log-probs (:meth:`Backend.score`). What a backend cannot do raises
-``NotImplementedError`` saying why. Adding a backend = one module here + one YAML in ``conf/model/``.
+``NotImplementedError`` saying why. Adding a backend = one module in ``backends/kinds/`` (registering its kind:
+backends/registry.py) + one YAML in ``conf/model/``.
 
 Sampling contract: sample ``i`` of a request is a pure function of (model, request fields, ``seed``, ``i``),
 never of the batch it was computed in, so a cache keyed by sample index is exact and a resumed run gives the
@@ -139,12 +140,15 @@ class Backend(abc.ABC):
     ``model_id`` names the model; ``revision`` pins the weights (a hash of the weight files for local
     models, the provider's model string for APIs). Both go into cache keys, and so does ``numerics`` when a
     backend sets it: how it computes where that changes outputs (the HF weight dtype: bf16 and fp32 answers differ).
+    ``has_chat_template``: the model renders chats with its own template; ``chat_only``: the model only speaks chat
+    (a chat-only endpoint: a plain prompt is sent as one user message). Either makes methods prompt it in chat style.
     """
 
     model_id: str
     revision: str
     numerics: str | None = None
     has_chat_template: bool = False
+    chat_only: bool = False
 
     def __init__(self) -> None:
         self.usage = Usage()

@@ -48,7 +48,7 @@ class CachedBackend(Backend):
         super().__init__()
         self.inner = inner
         self.model_id, self.revision, self.numerics = inner.model_id, inner.revision, inner.numerics
-        self.has_chat_template = inner.has_chat_template
+        self.has_chat_template, self.chat_only = inner.has_chat_template, inner.chat_only
         self.usage = inner.usage  # real calls only: cache hits cost nothing
         self.hits = self.misses = 0
         from memlab import numerics

@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from memlab.backends.base import Backend
+from memlab.backends.registry import kind_of
 from memlab.errors import ConfigError
-
-BACKENDS = ("hf", "openai")
 
 
 def _model_dict(cfg: Any) -> dict:
@@ -22,21 +21,11 @@ def _model_dict(cfg: Any) -> dict:
 
 
 def build_backend(model_cfg: Any, cache_cfg: Any = None) -> Backend:
-    """``model_cfg.backend``: "hf" (local folder / GGUF / hub id) or "openai" (any OpenAI-compatible server).
-    ``cache_cfg``: None (or ``name: null``) = no cache; else a sqlite cache at ``cache_cfg.path``."""
+    """``model_cfg.backend``: a registered kind (backends/registry.py: "hf" = a local folder / GGUF / hub id, "openai"
+    = any OpenAI-compatible server). ``cache_cfg``: None (or ``name: null``) = no cache; else a sqlite cache at
+    ``cache_cfg.path``."""
     cfg = _model_dict(model_cfg)
-    kind = cfg.get("backend")
-    if kind == "hf":
-        from memlab.backends.hf import HFBackend
-
-        backend: Backend = HFBackend.from_config(cfg)
-    elif kind == "openai":
-        from memlab.backends.openai_compat import OpenAICompatBackend
-
-        backend = OpenAICompatBackend.from_config(cfg)
-    else:
-        raise ConfigError(f"model.backend must be one of {', '.join(BACKENDS)}, got {kind!r} "
-                          f"(model {cfg.get('name', '?')!r}; see conf/model/)")
+    backend = kind_of(cfg).build(cfg)
     cache = _model_dict(cache_cfg) if cache_cfg is not None else {}
     if cache and cache.get("name") not in (None, "null", "none"):
         if not cache.get("path"):

@@ -115,7 +115,7 @@ class OpenAICompatBackend(PerSampleBackend):
                                   "<your API key> (model.api_key_env names the variable that holds the key)")
         else:
             key = "EMPTY"  # local servers (vLLM, transformers serve) take any key; the SDK needs a string
-        self.base_url, self.model_name, self.chat = cfg.base_url, cfg.model_id, cfg.chat
+        self.base_url, self.model_name, self.chat_only = cfg.base_url, cfg.model_id, cfg.chat
         self.model_id = str(cfg.name or cfg.model_id)
         self.revision = str(cfg.revision or cfg.model_id)
         self.user_revision = cfg.revision  # the user's name for the weights (null: the server must name them)
@@ -175,13 +175,13 @@ class OpenAICompatBackend(PerSampleBackend):
             params["messages"] = [{"role": m.role, "content": m.content} for m in rq.messages]
             return "chat", params
         if rq.prompt_token_ids is not None:
-            if self.chat:
+            if self.chat_only:
                 raise MemlabError(f"model {self.model_id} is chat-only (chat: true): send text, not prompt_token_ids")
             params["prompt"] = list(rq.prompt_token_ids)
             params.pop("max_completion_tokens", None)
             params["max_tokens"] = rq.max_new_tokens
             return "completion", params
-        if self.chat:
+        if self.chat_only:
             params["messages"] = [{"role": "user", "content": rq.prompt}]
             return "chat", params
         params["prompt"] = rq.prompt

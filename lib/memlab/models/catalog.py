@@ -46,13 +46,15 @@ class Catalog:
     def open(self, model_cfg: Mapping[str, Any] | None = None) -> Backend:
         """A backend for a model node (default: the run's ``model``), wrapped in the run's cache."""
         from memlab.backends.factory import build_backend
+        from memlab.backends.registry import has_weights_at_path
         from memlab.models.convert import gguf_as_folder
         from memlab.models.gguf_progress import gguf_load_progress
 
-        node = model_cfg if model_cfg is not None else self.template
-        if node is not None and self.paths.get("gguf"):  # a GGUF loads from its folder converted once
-            with gguf_load_progress():  # a first conversion (30-130 s) says so on the runner's console
-                node = gguf_as_folder(to_plain(node), self.paths["gguf"])
+        node = to_plain(model_cfg if model_cfg is not None else self.template)
+        # a GGUF loads from its folder converted once; a first conversion (30-130 s) says so on the runner's console
+        if node is not None and self.paths.get("gguf") and has_weights_at_path(node):
+            with gguf_load_progress():
+                node = gguf_as_folder(node, self.paths["gguf"])
         b = build_backend(node, self.cache)
         self.opened.append(b)
         return b

@@ -266,11 +266,13 @@ def converted_gguf(gguf_path: str | Path, cache_dir: str | Path, threads: int = 
 
 
 def gguf_as_folder(node: Mapping[str, Any], cache_dir: str | Path) -> dict:
-    """An hf model node whose ``path`` is a .gguf file (or that names ``gguf_file``) pointed at its converted folder
+    """A model node whose ``path`` is a .gguf file (or that names ``gguf_file``) pointed at its converted folder
     (:func:`converted_gguf`), named after the file unless it has a name; any other node unchanged. A missing file is
-    left for the backend to report."""
+    left for the backend to report. Only for a kind that reads ``weights_at_path`` (backends/registry.py): the caller
+    asks the registry (:meth:`memlab.models.catalog.Catalog.open`), so the zoo's build, which imports this module,
+    does not depend on every backend's code."""
     node = dict(node)
-    if node.get("backend") != "hf" or not node.get("path"):
+    if not node.get("path"):
         return node
     inner = node.get("gguf_file")
     file = Path(str(node["path"])).expanduser() / inner if inner else Path(str(node["path"])).expanduser()

@@ -366,7 +366,7 @@ def wild_sources(method: PearlConfig, p: WildParams):
 
 def prompt_style(backend) -> str:
     """``chat`` for a model that speaks chat (a chat template, or a chat-only endpoint), else ``raw`` (plain text)."""
-    return "chat" if backend.has_chat_template or getattr(backend, "chat", False) is True else "raw"
+    return "chat" if backend.has_chat_template or backend.chat_only else "raw"
 
 
 def completion_vs_summarization(df, alpha: float, score: str):
