@@ -174,6 +174,8 @@ def tested_models(resolved_cfg: Mapping) -> dict[str, str]:
 def _location(node: Mapping[str, Any]) -> str:
     if is_served(node):
         return str(node.get("model_id"))
+    if not node.get("path"):   # a kind that reads no weights from a path (computed in code)
+        return str(node.get("name"))
     path = Path(str(node["path"]))
     return str(path / node["gguf_file"]) if node.get("gguf_file") else str(path)
 

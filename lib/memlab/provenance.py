@@ -147,6 +147,8 @@ def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
 
     if is_served(node):
         return _served_identity(node)
+    if not node.get("path"):
+        return f"unknown: backend {node.get('backend')} reads no weights from a path"
     path = Path(str(node["path"]))
     rel = portable(str(path), root).rstrip("/")
     if rel in outs:

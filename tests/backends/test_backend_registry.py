@@ -124,6 +124,13 @@ def test_a_new_kind_is_one_module_and_one_yaml(toy_kind):
     results = run_pearl(backend, docs, cfg)
     assert [r.doc_id for r in results] == ["d0", "d7"]
     assert all(r.sensitivity == 0 for r in results)   # a constant model does not notice perturbations
+    # what run.json says of it: no weights path, so its identity is unknown, in words
+    from memlab import model_use, provenance
+
+    plain = memlab_config.to_plain(node)
+    assert model_use._location(plain) == "toy"
+    identity = provenance._model_identity(plain, "/nowhere", {})
+    assert identity == f"unknown: backend {toy_kind} reads no weights from a path"
 
 
 def test_the_key_check_knows_the_new_kinds_keys(toy_kind, capsys):
