@@ -66,7 +66,9 @@ def summary(root: Path) -> str:
     for name in sorted(s.removeprefix("exp-") for s in stages if s.startswith("exp-")):
         rows, checks = claim_rows(root / "results", name), sanity_rows(root / "results", name)
         if rows is None and not checks:
-            lines.append(f"  {name}: no default run")
+            ran = (root / "results" / name / "default" / "run.json").exists()
+            lines.append(f"  {name}: " + (f"no claims to judge (its findings: results/{name}/default)" if ran
+                                          else "no default run"))
             continue
         lines.append(f"  {name}: {len(rows or [])} claim(s), {len(checks)} sanity check(s)")
         for r in rows or []:
