@@ -134,12 +134,6 @@ def decide_blind(pearl: PearlConfig, p: AuditParams, scores: tuple[pd.DataFrame,
     return out
 
 
-def audit_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, halves: dict, model: str,
-                progress: bool = False) -> pd.DataFrame:
-    """The audit's decisions on one model for ``sources`` (scored, then decided)."""
-    return decide_blind(pearl, p, score_blind(pearl, p, backend, sources, model, progress), sources, halves)
-
-
 def rates(decisions: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Recall on members and FPR on non-members of the judged sources (the control's documents only fit and check
     thresholds), with n and Wilson 95 % intervals."""
