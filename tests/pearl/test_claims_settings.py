@@ -44,12 +44,15 @@ def test_the_default_run_decides_at_the_papers_tau_b():
     assert (OmegaConf.select(m, "method.alpha"), OmegaConf.select(m, "method.decision_score")) == (0.2, "sensitivity")
 
 
-@pytest.mark.parametrize("claim_id", ["pearl_epochs_members_vs_nonmembers", "pearl_epochs_members_grow"])
-def test_members_are_flagged_at_the_runs_own_alpha(claim_id):
+# at 0.3 no member is flagged: 0 of 100 vs 0 of 100 lies below the "far more" gap (contradicted), and no member
+# changes between epochs, so a rise cannot be told
+@pytest.mark.parametrize("claim_id, none_flagged", [("pearl_epochs_members_vs_nonmembers", "contradicted"),
+                                                    ("pearl_epochs_members_grow", "inconclusive")])
+def test_members_are_flagged_at_the_runs_own_alpha(claim_id, none_flagged):
     table = scores(member=0.25, nonmember=0.0, n=100)     # above 0.2, below 0.3
     at_02, at_03 = judge(claim_id, table), judge(claim_id, table, "method.alpha=0.3")
     assert (at_02.our_value, at_02.verdict) == (1.0, "reproduced")      # every member flagged (rises 0 → 1)
-    assert (at_03.our_value, at_03.verdict) == (0.0, "inconclusive")    # no member above 0.3: nothing to tell
+    assert (at_03.our_value, at_03.verdict) == (0.0, none_flagged)
 
 
 def test_the_false_positive_rate_is_taken_at_the_runs_alpha():
@@ -113,7 +116,7 @@ def test_report_save_judges_under_the_runs_config(tmp_path):
     Report(cfg, experiment="pearl_epochs").save(StudyResult(tables={"pearl_scores": scores(0.25, 0.0, 100)}))
     cmp = pd.read_csv(tmp_path / "run" / "tables" / "comparison.csv").set_index("claim_id")
     row = cmp.loc["pearl_epochs_members_vs_nonmembers"]
-    assert (row.our_value, row.verdict) == (0.0, "inconclusive")   # judged at 0.3; at 0.2: 1.0, reproduced
+    assert (row.our_value, row.verdict) == (0.0, "contradicted")   # judged at 0.3 (no gap); at 0.2: 1.0, reproduced
 
 
 @pytest.mark.parametrize("claim_id", FLAGGING)

@@ -6,6 +6,9 @@
 * :mod:`~memlab.metrics.passages`  RECAP 40-token passage matching with a mismatch budget (seed 000 §4.1, App. T)
 * :mod:`~memlab.metrics.bootstrap` book-level bootstrap (seeded, vectorized) and its paired variant
 * :mod:`~memlab.metrics.embedding` cosine of all-MiniLM-L6-v2 embeddings (seed 000 App. H)
+* :mod:`~memlab.metrics.intervals` intervals and exact tests the claim rules decide on (Wilson, MOVER, McNemar…)
+* :mod:`~memlab.metrics.paired`    change in a share on the same items with an interval that never collapses, and
+                                   its equivalence verdict against a margin (a share "stays stable")
 * :mod:`~memlab.metrics.detection` ROC/AUC (+ CI), TPR@FPR, threshold at a target FPR, Youden J
 * :mod:`~memlab.metrics.mia`       loss, perplexity, zlib ratio, Min-K%, Min-K%++ from TokenScores, and the
                                    registry of MIA scores (a new one: a module in :mod:`~memlab.metrics.mia_scores`)

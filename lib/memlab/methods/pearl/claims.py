@@ -3,8 +3,10 @@
 Each rule's docstring states the hypothesis (direction, and the paper's magnitude where it gives one) and the
 interval it decides on (:func:`memlab.comparison.decide`). Shares are per document: Wilson intervals for one
 share, MOVER/Newcombe intervals for a contrast of two independent shares, exact sign (McNemar) intervals for the
-same documents under two conditions (:mod:`memlab.metrics.intervals`); several tests in one claim share a
-family-wise 0.05 (Bonferroni).
+same documents under two conditions (:mod:`memlab.metrics.intervals`), and an unconditional exact interval of the
+change in a share on the same documents where a claim says it stays stable (:mod:`memlab.metrics.paired`, against
+the claim's equivalence margin); several tests in one claim share a family-wise 0.05 (Bonferroni). Thresholds and
+margins are the claims' ``threshold`` in conf/paper/003_pearl.yaml, never constants here.
 
 A document counts as flagged as the run decided it: its decision score (``method.decision_score``) above the run's
 threshold (``method.alpha``), both read from the run's typed config (:attr:`memlab.results.StudyResult.method`) —
@@ -14,8 +16,10 @@ the papers' τ_b = 0.2 is the default of conf/method/pearl.yaml, not a constant 
 from __future__ import annotations
 
 from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.methods.pearl import tables as T
 from memlab.metrics.intervals import (bonferroni_level, fisher_p, mover_contrast, n_to_decide, paired_sign, wilson,
                                       wilson_n_to_decide)
+from memlab.metrics.paired import equivalence, paired_change, paired_n_for_margin
 
 PAPER_TAU_B = 0.2  # the papers' τ_b for every Pythia table: where the papers' numbers were measured (a figure's paper
                   # mark) — never a rule's threshold: rules flag at the run's method.alpha
@@ -55,42 +59,47 @@ def _docs(discordant_needed: int | None, n: int, discordant: int) -> int | None:
 
 @rule("pearl_epochs_members_vs_nonmembers")
 def members_vs_nonmembers(res, c: Claim) -> Finding:
-    """Hypothesis: at the last epoch (bit flips, the run's threshold: the papers' τ_b = 0.2) PEARL flags a larger
-    share of members than of non-members (the paper: > 20 % vs ≃ 2 %). Preregistered (issue 49): decided on the 95 %
-    Newcombe interval (MOVER from Wilson limits) of member share − non-member share: reproduced iff it lies above 0,
-    contradicted iff it lies below 0 (non-members flagged more often), inconclusive otherwise, with the n that would
-    decide; on few documents a verdict stands only when Fisher's exact test agrees (p < 0.05). The paper's own
-    225 / 1000 vs 20 / 1000 reproduces. Its "order of magnitude" (a ratio of 10) is reported, not tested: at
-    n = 1000 the paper's own numbers could not show a ratio above 10, and one flagged non-member of our 66 would
-    flip such a test. Our 66 non-members were sized after seeing 0 of 40 flagged (conf/zoo/pearl_base.yaml), so our
-    n is not preregistered. Our value: the member share."""
+    """Hypothesis: at the last epoch (bit flips, the run's threshold: the papers' τ_b = 0.2) PEARL flags far more
+    members than non-members (the paper: > 20 % vs ≃ 2 %). Decided on the 95 % Newcombe interval (MOVER from Wilson
+    limits) of member share − non-member share against ``threshold`` (our reading of "far more", a gap of 0.10,
+    conf/paper/003_pearl.yaml): reproduced iff it lies above the gap (and Fisher's exact test of no difference agrees,
+    p < 0.05: on few documents Wilson limits exclude too readily), contradicted iff it lies below the gap (members
+    flagged no more, or only slightly more, than non-members), inconclusive otherwise, with the n that would decide.
+    The paper's own 225 / 1000 vs 20 / 1000 (+0.205 [+0.18, +0.23]) reproduces. Its "order of magnitude" (a ratio
+    of 10) is reported, not tested: at n = 1000 the paper's own numbers could not show a ratio above 10, and one
+    flagged non-member of our 66 would flip such a test. Our 66 non-members were sized after seeing 0 of 40 flagged
+    (conf/zoo/pearl_base.yaml), so our n is not preregistered. Our value: the member share."""
     score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
     last = df[(df.kind == "bitflip") & (df.epoch == df.epoch.max())]
     m = (last[last.split == "member"][score] > alpha).to_numpy()
     n = (last[last.split == "nonmember"][score] > alpha).to_numpy()
-    km, kn = int(m.sum()), int(n.sum())
+    km, kn, gap = int(m.sum()), int(n.sum()), float(c.threshold)
     est, lo, hi = mover_contrast(km, len(m), kn, len(n), level=1 - ALPHA)
     ratio = f"{(km / len(m)) / (kn / len(n)):.1f}" if kn and len(m) else "undefined (no non-member flagged)"
     p = fisher_p(km, len(m), kn, len(n))
-    v = guard(decide((lo, hi)), p)
+    v = decide((lo, hi), gap)
+    v = guard(v, p) if v == "reproduced" else v   # Fisher tests no difference: it guards "far more", not "no gap"
     return Finding(float(m.mean()), wilson(km, len(m)), f"{TINY}, epoch {int(last.epoch.max())}, bit flips", v,
                    f"members {km}/{len(m)} vs non-members {kn}/{len(n)} flagged; member − non-member share "
-                   f"{est:+.2f} [{lo:+.2f}, {hi:+.2f}]; ratio {ratio} (the paper's ≃ 11, not tested)",
+                   f"{est:+.2f} [{lo:+.2f}, {hi:+.2f}] against a gap of {gap:g}; ratio {ratio} (the paper's ≃ 11, "
+                   "not tested); the non-members' n was set after seeing the data (deviation pearl_n_docs)",
                    statistic="share of members flagged (Wilson 95 %); decided on member − non-member share "
-                   "(Newcombe 95 %)", p_value=p, our_n=len(m) + len(n),
-                   n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), 0.0) if v == "inconclusive" else None,
+                   f"(Newcombe 95 %) against {gap:g}", p_value=p, our_n=len(m) + len(n),
+                   n_needed=n_to_decide(est, (lo, hi), len(m) + len(n), gap) if v == "inconclusive" else None,
                    more_data=_bigger_family(res, c))
 
 
 @rule("pearl_epochs_members_grow")
 def members_grow(res, c: Claim) -> Finding:
-    """Hypothesis: from the first to the last epoch (bit flips, the run's threshold) more members become flagged
-    than stop being flagged (exact sign test on the same members), at the last epoch members are flagged more often
-    than non-members (MOVER interval of the difference above 0), and non-members stay stable (exact sign test on the
-    same non-members: no significant rise). Three tests, each at a Bonferroni 98.3 %: reproduced iff the first two
-    hold and the non-members do not rise significantly; contradicted iff the members' interval lies below, the
-    member − non-member interval lies below, or the non-members' rise is significant (lies above 0). Our value: the
+    """Hypothesis, both halves of the paper's sentence: from the first to the last epoch (bit flips, the run's
+    threshold) more members become flagged than stop being flagged (exact sign test on the same members), at the last
+    epoch members are flagged more often than non-members (MOVER interval of the difference above 0: "low"), and the
+    non-members' flagged share stays stable: its change on the same non-members lies within ± ``threshold`` (the
+    equivalence margin, conf/paper/003_pearl.yaml; an exact interval of the change that does not collapse when no
+    non-member changes, :func:`memlab.metrics.paired.paired_change`). Three tests, each at a Bonferroni 98.3 %:
+    reproduced iff all three hold; contradicted iff the members' rise lies below 0, the member − non-member interval
+    lies below 0, or the non-members' change lies wholly beyond the margin; inconclusive otherwise. Our value: the
     rise in the members' flagged share."""
     score, alpha = _decision(res)
     df = res.tables["pearl_scores"]
@@ -102,16 +111,28 @@ def members_grow(res, c: Claim) -> Finding:
     rise, ci, p, v1, need = _paired_rise((mem[first] > alpha).to_numpy(), (mem[last] > alpha).to_numpy(), level)
     km, kn = int((mem[last] > alpha).sum()), int((non[last] > alpha).sum())
     est, lo, hi = mover_contrast(km, len(mem), kn, len(non), level=level)
-    n_rise, n_ci, _, n_v, _ = _paired_rise((non[first] > alpha).to_numpy(), (non[last] > alpha).to_numpy(), level)
-    v3 = "contradicted" if n_v == "reproduced" else "reproduced"   # a significant rise of non-members breaks "stable"
-    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members",
-                   combine([v1, decide((lo, hi)), v3]),
+    stable, v3, n_need = _stays_stable((non[first] > alpha).to_numpy(), (non[last] > alpha).to_numpy(),
+                                       float(c.threshold), level)
+    verdicts = [v1, decide((lo, hi)), v3]
+    needs = [x for x, v in zip((need, n_to_decide(est, (lo, hi), len(mem) + len(non), 0.0), n_need), verdicts)
+             if v == "inconclusive" and x]
+    return Finding(rise, ci, f"{TINY}, epochs {first}→{last}, bit flips, {len(non)} non-members", combine(verdicts),
                    f"members flagged {float((mem[first] > alpha).mean()):.2f} → {km / max(len(mem), 1):.2f}; "
                    f"non-members {int((non[first] > alpha).sum())}/{len(non)} → {kn}/{len(non)} (change "
-                   f"{n_rise:+.2f} [{n_ci[0]:+.2f}, {n_ci[1]:+.2f}]); member − non-member at the last epoch {est:+.2f} "
-                   f"[{lo:+.2f}, {hi:+.2f}]",
+                   f"{stable[0]:+.2f} [{stable[1]:+.2f}, {stable[2]:+.2f}], stable within ±{float(c.threshold):g}: "
+                   f"{v3}); member − non-member at the last epoch {est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                    statistic="change in the share of members flagged, first → last epoch (exact, 98.3 %)",
-                   p_value=p, our_n=len(mem), n_needed=need, more_data=_bigger_family(res, c))
+                   p_value=p, our_n=len(mem), n_needed=max(needs) if needs else None,
+                   more_data=_bigger_family(res, c))
+
+
+def _stays_stable(before, after, margin: float, level: float):
+    """The same documents flagged before / after (boolean arrays): ((change in the flagged share, low, high), the
+    verdict of "stays within ±margin", the documents that would bound it within the margin)."""
+    up, down, n = int((~before & after).sum()), int((before & ~after).sum()), len(before)
+    change = paired_change(up, down, n, level)
+    verdict = equivalence(change[1:], margin)
+    return change, verdict, paired_n_for_margin(up, down, n, margin, level) if verdict == "inconclusive" else None
 
 
 @rule("pearl_sizes_grow_with_size")
@@ -218,10 +239,25 @@ def nonmember_rate_falls(res, c: Claim) -> Finding:
                    f"{len(wide)} held-out non-members", verdict,
                    f"MIA on non-members {int(first.sum())}/{len(wide)} → {int(last.sum())}/{len(wide)} "
                    f"({a.nonmember_mia_pct:.1f} % → {b.nonmember_mia_pct:.1f} %); flagged first only "
-                   f"{int((first & ~last).sum())}, last only {int((~first & last).sum())}",
+                   f"{int((first & ~last).sum())}, last only {int((~first & last).sum())}"
+                   + _calibration_cap(res, int(first.sum()), len(wide), int(a.epoch), c),
                    statistic="fall in % of non-members flagged by the MIA, first → last epoch (exact sign test on "
                    "the same documents, 95 %)", p_value=p, our_n=len(wide), n_needed=need,
                    more_data=_bigger_family(res, c))
+
+
+def _calibration_cap(res, k: int, n: int, epoch: int, c: Claim) -> str:
+    """What the threshold's calibration does to the start: fitted at ``params.target_fpr`` on the other half of the
+    non-members at the first epoch, it holds the held-out half's start near that FPR; when the start's Wilson
+    interval covers it, the sentence says the start (and so any fall) is capped there, unlike the paper's."""
+    fpr = res.params.target_fpr
+    lo, hi = wilson(k, n)
+    said = (f"; the fixed threshold is fitted at FPR {fpr:g} on the other half of the non-members at epoch {epoch}, "
+            f"so the held-out start is {k}/{n}")
+    if not lo <= fpr <= hi:
+        return said
+    return said + (f", as that calibration sets it: it caps the start near {100 * fpr:g} % and so any fall at "
+                   f"about {100 * fpr:g} points, where the paper's fall is {c.value:g}")
 
 
 @rule("pearl_wild_code_over_unseen")
@@ -273,21 +309,18 @@ def task_dependence(res, c: Claim) -> Finding:
     if scores is None or not {"completion", "summarization"} <= set(scores.task_kind):
         return untestable("no completion/summarization pairs", "the run did not score both tasks",
                           full_command("pearl_wild"))
-    fprs = sorted(f for f in res.params.target_fprs if f > 0)
-    if not fprs or cal is None:
+    at = T.calibrated_alphas(cal, res.params.target_fprs, res.method.decision_score)
+    if at is None:
         return untestable("completion vs summarization", "no nonzero target FPR to calibrate each task at "
                           "(params.target_fprs)", full_command("pearl_wild"))
-    fpr, score = fprs[0], res.method.decision_score
-    alpha = cal[(cal.target_fpr == fpr) & (cal.score == res.method.decision_score)].set_index(["model", "task_kind", "domain"]).alpha
-    d = scores[scores.half != "calibration"]
-    d = d.assign(flagged=[s > alpha[(m, k, dom)] for s, m, k, dom in zip(d[score], d.model, d.task_kind, d.domain)])
-    wide = d.pivot_table(index=["model", "doc_id"], columns="task_kind", values="flagged", aggfunc="first")
+    fpr, alpha = at
+    wide = T.task_flags(scores, alpha, res.method.decision_score).fillna(False)
     models = sorted(set(wide.index.get_level_values("model")))
     level = bonferroni_level(len(models), ALPHA)
     per, both = {}, 0
     for m in models:
-        w = wide.loc[m].astype(bool)
-        comp, summ = w.completion.to_numpy(), w.summarization.to_numpy()
+        w = wide.loc[m]
+        comp, summ = w.completion.to_numpy(bool), w.summarization.to_numpy(bool)
         per[m] = (int((comp & ~summ).sum()), int((~comp & summ).sum()), len(w))
         both += int((comp & summ).sum())
     setting = (f"{', '.join(models)}; {sum(n for _, _, n in per.values())} (model, document) pairs; each task at "

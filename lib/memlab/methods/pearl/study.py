@@ -331,7 +331,8 @@ def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]
     res.table("seen_vs_unseen_mann_whitney", T.mann_whitney_table(df, p.calibration_sources, score).round(4))
     res.figure("sensitivity_by_source_and_task", plots.sensitivity_by_source(df, cal, models, p.tasks,
                                                                              list(p.sources), p.target_fprs))
-    res.table("completion_vs_summarization", completion_vs_summarization(df, min(p.alphas), score))
+    at = T.calibrated_alphas(cal, p.target_fprs, score)   # each task on its own scale (issue 49), else the paper's
+    res.table("completion_vs_summarization", completion_vs_summarization(df, at[1] if at else min(p.alphas), score))
     med = df.groupby(keys).sensitivity.agg(["median", "size"]).reset_index()
     med = med.rename(columns={"median": "sensitivity", "size": "n"})
     res.table("median_sensitivity", med.round(4))
@@ -369,17 +370,21 @@ def prompt_style(backend) -> str:
     return "chat" if backend.has_chat_template or backend.chat_only else "raw"
 
 
-def completion_vs_summarization(df, alpha: float, score: str):
-    """Per model and source: documents flagged (``score`` > α) under completion, summarization and both; a task that
-    did not run (``params.tasks``) is left empty, never counted as zero flags."""
+def completion_vs_summarization(df, alphas, score: str):
+    """Per model and source: held-out documents flagged under completion, summarization and both
+    (:func:`~memlab.methods.pearl.tables.task_flags`: ``alphas`` one fixed α, or each (model, task, domain)'s own
+    calibrated α, whose values the table's alpha_<task> columns show); a task that did not run (``params.tasks``)
+    is left empty, never counted as zero flags."""
     import pandas as pd
 
-    wide = df.pivot_table(index=["model", "source", "doc_id"], columns="task_kind", values=score).reset_index()
-    rows = []
-    for (model, src), g in wide.groupby(["model", "source"]):
-        ran = {t: g[t] > alpha for t in ("completion", "summarization") if t in g}
+    wide, rows = T.task_flags(df, alphas, score), []
+    for (model, src), g in wide.groupby(level=["model", "source"]):
+        ran = {t: g[t].fillna(False).to_numpy(bool) for t in ("completion", "summarization") if t in g}
         both = int((ran["completion"] & ran["summarization"]).sum()) if len(ran) == 2 else None
-        rows.append({"model": model, "source": src, "alpha": alpha,
+        dom = df[df.source == src].domain.iloc[0] if "domain" in df else None
+        rows.append({"model": model, "source": src,
+                     **{f"alpha_{t}": alphas if isinstance(alphas, (int, float)) else alphas.get((model, t, dom))
+                        for t in ("completion", "summarization")},
                      **{t: int(ran[t].sum()) if t in ran else None for t in ("completion", "summarization")},
                      "both": both, "n": len(g)})
     return pd.DataFrame(rows).astype({"completion": "Int64", "summarization": "Int64", "both": "Int64"})

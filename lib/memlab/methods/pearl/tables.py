@@ -8,6 +8,8 @@
 * :func:`similarity_table`, :func:`examples_table` — input similarity per level (seed 003 Table 8 analog).
 * :func:`domain_calibration_table`, :func:`calibrated_flags_table`, :func:`mann_whitney_table` — the wild study's
   per-domain calibration (each domain's α from its own known-unseen source) and seen-vs-unseen tests.
+* :func:`calibrated_alphas`, :func:`task_flags` — each (model, task, domain)'s own calibrated α, and every held-out
+  document flagged or not under each task at it (completion vs summarization: the tasks score on different scales).
 """
 
 from __future__ import annotations
@@ -230,6 +232,31 @@ def calibrated_flags_table(df, cal, score: str):
                          "calibration_source": r.calibration_source, "target_fpr": r.target_fpr, "alpha": r.alpha,
                          "source": src, "flagged": int((gs[score] > r.alpha).sum()), "n": len(gs)})
     return pd.DataFrame(rows)
+
+
+def calibrated_alphas(cal, target_fprs: Sequence[float], score: str):
+    """(the strictest nonzero target FPR, its α per (model, task_kind, domain) from :func:`domain_calibration_table`
+    ``cal``); None when no target FPR is above 0 (nothing to calibrate each task at)."""
+    fprs = sorted(f for f in target_fprs if f > 0)
+    if not fprs or cal is None:
+        return None
+    rows = cal[(cal.target_fpr == fprs[0]) & (cal.score == score)]
+    return fprs[0], rows.set_index(["model", "task_kind", "domain"]).alpha
+
+
+def task_flags(df, alphas, score: str):
+    """Every document not in a calibration half, flagged (``score`` > α) or not under each task that ran: a frame
+    indexed by (model, source, doc_id) with one boolean column per task_kind (missing where a task did not score
+    the document). ``alphas``: one number for every task (a fixed threshold), or a Series of α per
+    (model, task_kind, domain) (:func:`calibrated_alphas`), so that each task is judged on its own scale."""
+    d = df[df.half != "calibration"] if "half" in df else df
+    if isinstance(alphas, (int, float)):
+        flagged = d[score] > alphas
+    else:
+        flagged = d[score] > [alphas[(m, k, dom)] for m, k, dom in zip(d.model, d.task_kind, d.domain)]
+    wide = d.assign(flagged=flagged).pivot_table(index=["model", "source", "doc_id"], columns="task_kind",
+                                                 values="flagged", aggfunc="first")
+    return wide.astype("boolean")
 
 
 def mann_whitney_table(df, calibration_sources: Mapping[str, str], score: str):
