@@ -145,7 +145,7 @@ def test_order_is_contradicted_only_by_dsp_below_prefix_probing():
     """The two ladder steps can only hold or stay open (≥ by construction); Prefix-Probing above DSP contradicts."""
     tie = no_gain(no_gain(books({"copyrighted": LADDER}), "dsp_jb"))      # RECAP = DSP + JB = DSP, all above prefix
     f = judge("recap_t3_order", result({"book_scores": tie}))
-    assert f.verdict == "inconclusive" and "(≥ 0 by construction)" in f.reason, f.reason
+    assert f.verdict == "inconclusive" and "; ≥ 0 by construction)" in f.reason, f.reason
     f = judge("recap_t3_order", result({"book_scores": books({"copyrighted": {**LADDER, "prefix": 0.5}})}))
     assert f.verdict == "contradicted", f.reason
 

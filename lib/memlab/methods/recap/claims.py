@@ -50,9 +50,9 @@ def t3_order(res, claim: Claim) -> Finding:
     verdicts = ["inconclusive" if (a, b) in BY_CONSTRUCTION and v == "contradicted" else v
                 for (a, b, *_), v in zip(steps, verdicts)]
     seen = " vs ".join(f"{NAMES[m]} {point[m]:.3f}" for m in reversed(METHODS))
-    why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
-                                  + (" (≥ 0 by construction)" if (a, b) in BY_CONSTRUCTION else "")
-                                  for a, b, d, ci in steps)
+    why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] (sign-flip p "
+                                  f"{p:.3g} vs {1 - lv:.3g}" + ("; ≥ 0 by construction)" if (a, b) in BY_CONSTRUCTION
+                                                                else ")") for (a, b, d, ci), p in zip(steps, ps))
     needs = [n_if_open(d, ci, n, v, sign_flip_min_n(lv)) for (_, _, d, ci), v in zip(steps, verdicts)]
     return Finding(point["recap"], boot_ci(draws["recap"], level(claim), units_per_target(n, targets)),
                    setting_text(res, targets, "copyrighted", n),
@@ -93,7 +93,8 @@ def _gain(res, got, a: str, b: str, setting: str, claim: Claim, prefix: str = ""
     rel = (point[a] - point[b]) / point[b] if point[b] > 0 else None
     seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (relative gain "
             f"{f'{rel:+.0%}' if rel is not None else 'undefined'}; {NAMES[a]} − {k:g} × {NAMES[b]} {d:+.3f} "
-            f"[{ci[0]:+.3f}, {ci[1]:+.3f}], above 0 iff the gain exceeds {least:.0%}); {NAMES[a]} − its floor "
+            f"[{ci[0]:+.3f}, {ci[1]:+.3f}], above 0 iff the gain exceeds {least:.0%}; sign-flip p {p:.3g} vs "
+            f"{1 - lv:.3g}); {NAMES[a]} − its floor "
             f"({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} [{fci[0]:+.3f}, {fci[1]:+.3f}]")
     if v == "reproduced" and decide(fci) != "reproduced":
         v, seen = "inconclusive", seen + ": the gain does not clear what the hints alone score"
@@ -323,10 +324,11 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
     paper's quantity, passages per book (40 tokens, ≤ m mismatches, m = ``passage_tolerance``). Two tests at
     1 − α/2 (α: the claim's ``alpha``, 0.05) on (target, book) units: (1) RECAP's mean passages per non-training
     book lie below ``threshold`` (1, the paper's "at most a single passage per book and model"): book-level
-    bootstrap interval of the mean below 1, guarded by the exact sign-flip test of passages − 1; (2) RECAP finds more passages per training book than per
-    non-training book (the paper's "negligible compared to the thousands in the other categories"): independent
-    book-level bootstraps of the difference above 0, guarded by a permutation test (an open test's n to decide: at
-    least what its exact test needs at α/2, 7 non-training books, 9 books in all). Reproduced iff both hold,
+    bootstrap interval of the mean below 1, guarded by the exact sign-flip test of passages − 1; (2) RECAP finds
+    more passages per training book than per non-training book (the paper's "negligible compared to the thousands
+    in the other categories"): independent book-level bootstraps of the difference above 0, guarded by a
+    permutation test (an open test's n to decide: at least what its exact test needs at α/2, 7 non-training books,
+    9 books in all). Reproduced iff both hold,
     contradicted iff either interval lies on the other side. Non-training books: the post-cutoff release notes and
     every book known to be outside the target's training set. Not testable without a positive control (RECAP found
     no passage on any training book: a run that extracts nothing would pass trivially). Our value: the most RECAP
