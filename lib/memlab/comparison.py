@@ -16,7 +16,8 @@
   - ``not testable here``: the mechanism could not fire or the data was not produced; ``reason`` gives the
     command line that would test it.
 
-  Several tests in one claim share the family-wise level ``ALPHA`` (Bonferroni; :func:`combine`).
+  Several tests in one claim share its family-wise level (Bonferroni; :func:`combine`): ``alpha`` of the claim's
+  paper file (conf/paper/000_recap.yaml; RECAP's rules read it through ``claim_panels.level``), else ``ALPHA``.
 * :func:`comparison_table` / :func:`sanity_table` are what :meth:`memlab.report.Report.save` writes as
   ``tables/comparison.csv`` and ``tables/sanity.csv``.
 """
@@ -34,7 +35,7 @@ import yaml
 from memlab.errors import ConfigError
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable here")
-ALPHA = 0.05        # family-wise error rate of each claim's tests (two-sided 95 % intervals for one test)
+ALPHA = 0.05        # family-wise error rate of the claims whose paper file sets no ``alpha`` (PEARL, PROPME rules)
 COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "statistic", "our_value", "ci_low",
            "ci_high", "p_value", "paper_n", "our_n", "n_needed", "setting", "profile", "deviations", "verdict",
            "reason", "rule", "paper_quote"]
@@ -63,6 +64,7 @@ class Claim:
     threshold: float | None = None   # the effect's threshold from the paper's magnitude or our stated reading
     deviations: tuple[str, ...] = field(default_factory=tuple)   # ids in conf/deviations/<paper>.yaml
     scope: str | None = None   # the part of the run the claim judges, as its method names it (RECAP: a target group)
+    alpha: float | None = None   # family-wise error rate of the claim's tests (its paper file's ``alpha``)
 
 
 @dataclass(frozen=True)
@@ -166,12 +168,13 @@ def load_claims(experiment: str | None = None, kind: str | None = None) -> list[
     out: list[Claim] = []
     for path in sorted(paper_dir().glob("*.yaml")):
         try:
-            entries = (read_yaml(path) or {}).get("claims", [])
+            doc = read_yaml(path) or {}
         except yaml.YAMLError as err:
             raise ConfigError(f"{path.name}: not valid YAML: {' '.join(str(err).split())}") from None
-        for c in entries:
+        shared = {"alpha": doc["alpha"]} if "alpha" in doc else {}   # the file's family-wise α, for every claim
+        for c in doc.get("claims", []):
             try:
-                claim = Claim(**{**c, "deviations": tuple(c.get("deviations") or ())})
+                claim = Claim(**{**shared, **c, "deviations": tuple(c.get("deviations") or ())})
             except TypeError as err:
                 raise ConfigError(f"{path.name}: claim {c.get('id', '?')!r}: {err}") from None
             if claim.kind not in KINDS:

@@ -65,6 +65,23 @@ def test_sign_flip_min_n_is_where_the_exact_test_first_reaches_its_level():
     assert (sign_flip_min_n(1 - 0.05 / 3), sign_flip_min_n(0.95)) == (7, 6)
 
 
+def test_permutation_min_n_is_where_the_exact_permutation_test_first_reaches_its_level():
+    """Issue 49: the n to decide of a permutation-guarded rule comes from that test run on the most extreme data,
+    not from a separate formula; the exact p is what permutation_diff estimates."""
+    import numpy as np
+
+    from memlab.metrics.intervals import permutation_diff, permutation_exact_p, permutation_min_n
+
+    assert permutation_exact_p([1, 1, 1], [0, 0, 0]) == pytest.approx(2 / 20)
+    a, b = [0.1, 0.4, 0.35, 0.8], [0.3, 0.9, 0.7, 0.65, 1.0]
+    assert permutation_diff(a, b, n_resamples=20000, seed=1) == pytest.approx(permutation_exact_p(a, b), abs=0.01)
+    for level in (1 - 0.05 / 3, 1 - 0.05 / 2, 0.95):
+        n = permutation_min_n(level)
+        assert permutation_exact_p(np.ones(n // 2), np.zeros(n - n // 2)) < 1 - level
+        assert permutation_exact_p(np.ones((n - 1) // 2), np.zeros(n - 1 - (n - 1) // 2)) >= 1 - level
+    assert (permutation_min_n(1 - 0.05 / 2), permutation_min_n(0.95)) == (9, 7)
+
+
 def test_fisher_p_is_the_exact_two_sided_test():
     # 3 / 3 vs 0 / 3: one table as extreme each way out of C(6, 3) = 20, so p = 2 / 20 (a MOVER interval excludes 0)
     assert fisher_p(3, 3, 0, 3) == pytest.approx(0.1)

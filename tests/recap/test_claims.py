@@ -19,10 +19,37 @@ LADDER = {"prefix": 0.10, "dsp": 0.30, "dsp_jb": 0.40, "recap": 0.55, "echo": 0.
 
 
 def books(scores: dict, *, n_books: int = 8, sd: float = 0.02, targets=TARGETS, seed: int = 0) -> pd.DataFrame:
+    """book_scores rows {category: {method: mean ROUGE-L}} with independent noise per book and method, then made what
+    the pipeline can produce (issue 49): per book DSP + Jailbreak = max(itself, DSP), RECAP = max(itself, DSP + JB)
+    (the jailbreak replaces only blocked outputs, the loop keeps its best attempt)."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame([{"target": t, "category": cat, "book": f"{cat}/{b}", "split": None, "method": m,
-                          "rouge_l": float(np.clip(v + rng.normal(0, sd), 0, 1)), "events": 2, "passages_m5": 0}
-                         for t in targets for cat, by in scores.items() for b in range(n_books) for m, v in by.items()])
+    out = pd.DataFrame([{"target": t, "category": cat, "book": f"{cat}/{b}", "split": None, "method": m,
+                         "rouge_l": float(np.clip(v + rng.normal(0, sd), 0, 1)), "events": 2, "passages_m5": 0}
+                        for t in targets for cat, by in scores.items() for b in range(n_books) for m, v in by.items()])
+    key = ["target", "category", "book"]
+    for hi, lo in LADDER_STEPS[::-1]:          # DSP + JB from DSP first, then RECAP from DSP + JB
+        below = out[out.method == lo].set_index(key).rouge_l
+        rows = out.method == hi
+        floor = below.reindex(pd.MultiIndex.from_frame(out.loc[rows, key])).to_numpy()
+        out.loc[rows, "rouge_l"] = np.fmax(out.loc[rows, "rouge_l"].to_numpy(), floor)
+    return out
+
+
+LADDER_STEPS = (("recap", "dsp_jb"), ("dsp_jb", "dsp"))   # ≥ per book by construction (the sanity checks)
+
+
+def producible(res: StudyResult) -> StudyResult:
+    """Issue 49: the book_scores a RECAP rule is tested on are ones the pipeline can produce: RECAP ≥ DSP + JB ≥ DSP
+    on every book (recap/pipeline.py takes the max over stages), so no test shows a rule contradicted by a reversed
+    ladder step."""
+    b = res.tables.get("book_scores")
+    if b is not None and not b.empty:
+        w = b.pivot_table(index=["target", "category", "book"], columns="method", values="rouge_l", aggfunc="mean")
+        for hi, lo in LADDER_STEPS:
+            if {hi, lo} <= set(w.columns):
+                pair = w[[hi, lo]].dropna()
+                assert (pair[hi] >= pair[lo] - 1e-9).all(), f"{hi} < {lo} on a book: not pipeline output"
+    return res
 
 
 @lru_cache(maxsize=None)
@@ -38,7 +65,7 @@ def result(tables: dict, *overrides: str) -> StudyResult:
 
 def judge(claim_id: str, res: StudyResult):
     rules_for("recap_")
-    return RULES[claim_id](res, next(c for c in load_claims() if c.id == claim_id))
+    return RULES[claim_id](producible(res), next(c for c in load_claims() if c.id == claim_id))
 
 
 def refusals(blocked: float) -> pd.DataFrame:
@@ -90,9 +117,10 @@ def test_a_gain_that_does_not_clear_its_floor_is_not_reproduced():
     assert f.verdict == "inconclusive" and "does not clear" in f.reason
     # the same gain with a floor beneath it is a gain
     assert judge("recap_gain_over_dsp", result({"book_scores": books({"copyrighted": LADDER})})).verdict == "reproduced"
-    # no gain at all (RECAP = DSP on every book, as when the loop accepts nothing): below the least gain tested,
-    # so contradicted whatever the floor (issue 49: a gain ≥ 0 by construction is judged on its size)
-    flat = no_gain(books({"copyrighted": {**LADDER, "echo_fb": 0.7}}))
+    # no gain at all (RECAP = DSP + JB = DSP on every book, as when nothing was blocked and the loop accepts
+    # nothing; RECAP = DSP alone above DSP + JB is no pipeline output): below the least gain tested, so contradicted
+    # whatever the floor (issue 49: a gain ≥ 0 by construction is judged on its size)
+    flat = no_gain(no_gain(books({"copyrighted": {**LADDER, "echo_fb": 0.7}}), "dsp_jb"))
     f = judge("recap_gain_over_dsp", result({"book_scores": flat}))
     assert f.verdict == "contradicted" and f.our_value == 0 and f.n_needed is None
     # no floor measured: the gain cannot be judged above it
@@ -117,7 +145,7 @@ def test_order_is_contradicted_only_by_dsp_below_prefix_probing():
     """The two ladder steps can only hold or stay open (≥ by construction); Prefix-Probing above DSP contradicts."""
     tie = no_gain(no_gain(books({"copyrighted": LADDER}), "dsp_jb"))      # RECAP = DSP + JB = DSP, all above prefix
     f = judge("recap_t3_order", result({"book_scores": tie}))
-    assert f.verdict == "inconclusive" and "(≥ 0 by construction)" in f.reason, f.reason
+    assert f.verdict == "inconclusive" and "; ≥ 0 by construction)" in f.reason, f.reason
     f = judge("recap_t3_order", result({"book_scores": books({"copyrighted": {**LADDER, "prefix": 0.5}})}))
     assert f.verdict == "contradicted", f.reason
 
@@ -305,3 +333,53 @@ def test_comparison_table_is_deterministic(experiment):
     assert list(a.columns) == COLUMNS and len(a) == len(load_claims(experiment, kind="claim"))
     assert set(a.verdict) <= set(VERDICTS) and set(a.profile) == {"embedded"} and a.rule.str.len().min() > 40
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_alpha_is_set_once_per_paper_and_decides():
+    """Issue 49: multiplicity is handled once: each RECAP claim's family-wise α comes from conf/paper/000_recap.yaml
+    (no default in code) and claim_panels.level splits it over the claim's tests. Four aligned member licences with
+    DSP below Prefix-Probing on every one: at α 0.05 the exact sign-flip p of 4 books (0.125) cannot reach 0.05/3,
+    so inconclusive with 7 books to decide (its own test's least n); at α 0.5 (0.167 per step) contradicted."""
+    import dataclasses
+
+    from memlab.errors import ConfigError
+    from memlab.methods.recap.claim_panels import level
+
+    rules_for("recap_")
+    claims = [c for c in load_claims() if c.experiment in EXPERIMENTS]
+    assert {c.alpha for c in claims} == {0.05}
+    claim = next(c for c in claims if c.id == "recap_t3_order_aligned")
+    assert level(claim, 3) == pytest.approx(1 - 0.05 / 3)
+    with pytest.raises(ConfigError, match="no alpha"):
+        level(dataclasses.replace(claim, alpha=None))
+    b = books({"copyrighted": {**LADDER, "prefix": 0.7}}, n_books=4, targets=(ALIGNED,))
+    f = RULES[claim.id](result({"book_scores": b}), claim)
+    assert f.verdict == "inconclusive" and f.n_needed == 7, f.reason
+    f = RULES[claim.id](result({"book_scores": b}), dataclasses.replace(claim, alpha=0.5))
+    assert f.verdict == "contradicted", f.reason
+
+
+def test_paired_p_reads_the_books_its_interval_resamples():
+    """The p guarding a Table 3 interval is the sign-flip p of the same (target, book) units the interval resamples:
+    member books scored by every method. A held-out licence and a book some method did not score change neither."""
+    from memlab.methods.recap.claim_panels import copyright_panel, paired_p
+
+    b = books({"copyrighted": LADDER}, n_books=6, targets=(ALIGNED,))
+    base = result({"book_scores": b})
+    extra = books({"copyrighted": {**LADDER, "prefix": 0.9}}, n_books=2, targets=(ALIGNED,), seed=3)
+    held = extra[extra.book == "copyrighted/0"].assign(split="nonmember", book="held/0")
+    partial = extra[(extra.book == "copyrighted/1") & (extra.method != "recap")].assign(book="partial/1")
+    more = result({"book_scores": pd.concat([b, held, partial])})
+    assert copyright_panel(more)[3] == copyright_panel(base)[3] == 6
+    for a, c in (("dsp", "prefix"), ("recap", "dsp")):
+        assert paired_p(more, a, c) == paired_p(base, a, c) == pytest.approx(2 / 2 ** 6)
+
+
+def test_a_permutation_guarded_rule_needs_what_its_own_test_needs():
+    """Public vs copyright category is guarded by a permutation test: 2 + 2 member books that all agree cannot reach
+    p < 0.05, so the n to decide is at least the fewest books at which that test can (9: 4 + 5)."""
+    from memlab.metrics.intervals import permutation_min_n
+
+    b = tiny_books(members=0.9, nonmembers=0.0, copyrighted=0.1, copyright_split="member", n_books=2)
+    f = judge("recap_t3_public_vs_copyrighted_aligned", result({"book_scores": b}))
+    assert f.verdict == "inconclusive" and f.our_n == 4 and f.n_needed >= permutation_min_n(0.95) == 7, f.reason

@@ -126,6 +126,22 @@ def test_ladder_rules_and_membership(hf, books, tmp_path):
     assert (cost.agent_in == 0).all() and set(cost.agent_tokens) == {"none sent (deterministic agents)"}
     stage = E.cost_by_stage(recs).set_index("stage")
     assert stage.loc["verifier_fb", "calls"] == n_rounds and "DSP + Jailbreak" not in stage.loc["verifier_fb", "charged_to"]
+    _ladder_sanity_passes_on(books_df)
+
+
+def _ladder_sanity_passes_on(books_df):
+    """Issue 49: RECAP ≥ DSP + JB ≥ DSP holds per book on real pipeline output (the loop keeps its best attempt, the
+    jailbreak replaces only blocked outputs scored 0), so the two sanity checks pass on it: why no claim rule may
+    show these steps contradicted."""
+    from memlab.comparison import RULES, load_claims, rules_for
+    from memlab.config import compose
+    from memlab.results import StudyResult
+
+    rules_for("recap_")
+    res = StudyResult(tables={"book_scores": books_df}, config=compose("recap_table3", ["logger=null"]))
+    for c in load_claims("recap_table3", kind="sanity"):
+        k = RULES[c.id](res, c)
+        assert k.passed and k.value == 1.0, k.reason
 
 
 def test_error_events_score_zero_not_dropped(hf, books, tmp_path):

@@ -11,6 +11,8 @@
 * :func:`permutation_diff`   two-sided permutation p of mean(a) − mean(b) (independent groups, seeded)
 * :func:`sign_flip_p`        two-sided sign-flip permutation p of mean(d) = 0 for paired differences (exact for
                              n <= 16, seeded Monte Carlo above): with few units no bootstrap can claim more
+* :func:`least_n`            the fewest units at which a test can reach its level at all, by running the test on
+                             the most extreme data (:func:`sign_flip_min_n`, :func:`permutation_min_n`)
 * :func:`quantile_ci`        percentile interval of bootstrap draws at a given level
 * :func:`expanded_level`     the level at which a percentile bootstrap over n units covers like a t interval
                              (the expanded percentile interval: plain percentiles undercover on few units)
@@ -29,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["wilson", "clopper_pearson", "mover_contrast", "fisher_p", "paired_sign", "permutation_diff", "sign_flip_p",
-           "quantile_ci", "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
+           "sign_flip_min_n", "permutation_min_n", "permutation_exact_p", "least_n", "quantile_ci", "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
 
 
 def z_of(level: float) -> float:
@@ -126,10 +128,41 @@ def permutation_diff(a: Sequence[float], b: Sequence[float], *, n_resamples: int
     return float((hits + 1) / (int(n_resamples) + 1))
 
 
+def least_n(p_at, level: float, n_max: int) -> int:
+    """The fewest units at which a test can reach p < 1 − ``level`` at all: ``p_at(n)`` is the test's own p on the
+    most extreme data n units can give (every unit on one side). Raises when ``n_max`` units do not suffice."""
+    for n in range(1, n_max + 1):
+        if p_at(n) < 1 - level:
+            return n
+    raise ValueError(f"no n ≤ {n_max} reaches p < {1 - level:g}")
+
+
 def sign_flip_min_n(level: float) -> int:
     """The fewest paired differences at which the exact two-sided sign-flip test (:func:`sign_flip_p`) can reach
-    p < 1 − ``level``: n differences of one sign give its smallest p, 2 / 2^n (0.0167 needs 7, 0.05 needs 6)."""
-    return int(math.floor(math.log2(2 / (1 - level)))) + 1
+    p < 1 − ``level``, found by running it on n differences of one sign (its smallest p, 2 / 2^n: 0.05 / 3 and
+    0.05 / 2 need 7, 0.05 needs 6)."""
+    return least_n(lambda n: sign_flip_p(np.ones(n), n_resamples=1, seed=0), level, 16)
+
+
+def permutation_exact_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """The two-sided p :func:`permutation_diff` estimates, exactly: over every split of the pooled values into groups
+    of the sizes of ``a`` and ``b`` (for small groups: C(n, len(a)) splits)."""
+    from itertools import combinations
+
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    pooled, k = np.concatenate([x, y]), x.size
+    obs, total = abs(x.mean() - y.mean()), pooled.sum()
+    sums = np.array([pooled[list(c)].sum() for c in combinations(range(pooled.size), k)])
+    diffs = np.abs(sums / k - (total - sums) / y.size)
+    return float(np.mean(diffs >= obs - 1e-12))
+
+
+def permutation_min_n(level: float) -> int:
+    """The fewest units (split as evenly as they go) at which the two-group permutation test
+    (:func:`permutation_diff`) can reach p < 1 − ``level``, found by running it exactly (:func:`permutation_exact_p`)
+    on groups that differ completely (9 units, 4 + 5, at 0.05 / 2 or 0.05 / 3; 7 at 0.05)."""
+    return least_n(lambda n: permutation_exact_p(np.ones(n // 2), np.zeros(n - n // 2)) if n >= 2 else 1.0,
+                   level, 20)
 
 
 def sign_flip_p(d: Sequence[float], *, n_resamples: int, seed: int) -> float:

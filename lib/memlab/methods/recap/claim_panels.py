@@ -16,12 +16,12 @@ import functools
 
 import numpy as np
 
-from memlab.comparison import ALPHA, Claim, Finding, full_command, rule, untestable
+from memlab.comparison import Claim, Finding, full_command, rule, untestable
 from memlab.errors import ConfigError
 from memlab.methods.recap.agents import agents_label
 from memlab.methods.recap.config import TARGET_GROUPS
 from memlab.metrics.bootstrap import resample_indices
-from memlab.metrics.intervals import expanded_level, n_to_decide, quantile_ci, sign_flip_min_n, sign_flip_p
+from memlab.metrics.intervals import bonferroni_level, expanded_level, n_to_decide, quantile_ci, sign_flip_p
 from memlab.zoo_layout import family_of
 from memlab.results import StudyResult
 
@@ -106,7 +106,16 @@ def resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.ndar
     return np.concatenate(out)
 
 
-def boot_ci(stats: np.ndarray, level: float = 1 - ALPHA, units: int | None = None) -> tuple[float, float]:
+def level(claim: Claim, k: int = 1) -> float:
+    """The two-sided level of each of a claim's ``k`` tests (Bonferroni at the claim's family-wise ``alpha``, set
+    once per paper in conf/paper/000_recap.yaml): the one place the RECAP rules split their error rate."""
+    if claim.alpha is None:
+        raise ConfigError(f"claim {claim.id!r}: no alpha (the family-wise error rate of its tests) in "
+                          f"conf/paper/{claim.paper}.yaml")
+    return bonferroni_level(k, float(claim.alpha))
+
+
+def boot_ci(stats: np.ndarray, level: float, units: int | None = None) -> tuple[float, float]:
     """Percentile interval of bootstrap draws; with ``units`` (books resampled per target) the expanded percentile
     interval, so that few books give a wide interval rather than a falsely narrow one."""
     return quantile_ci(stats, expanded_level(level, max(2, units)) if units else level)
@@ -148,10 +157,10 @@ def scores(res, category: str, methods=METHODS, members_only: bool = False, targ
     return None if wide.empty else wide
 
 
-def paired_p(res, category: str, a: str, b: str, members_only: bool, scale: float = 1.0) -> float:
-    """Sign-flip p of the per-(target, book) differences a − ``scale`` · b on ``category`` (``members_only``: the
-    books the interval it guards reads, :func:`panel`)."""
-    w = scores(res, category, (a, b), members_only)
+def paired_p(res, a: str, b: str, scale: float = 1.0) -> float:
+    """Sign-flip p of the per-(target, book) differences a − ``scale`` · b on the copyright category: the units the
+    interval it guards resamples (:func:`copyright_panel`: member books scored by every method), paired."""
+    w = scores(res, "copyrighted", METHODS, members_only=True)
     seed, B = run_seed(res)
     return sign_flip_p((w[a] - scale * w[b]).to_numpy(float), n_resamples=B, seed=seed)
 
@@ -200,12 +209,12 @@ def copyright_panel(res):
     return dict(zip(METHODS, stats.mean(axis=0))), {m: stats[:, k] for k, m in enumerate(METHODS)}, targets, n
 
 
-def n_if_open(d: float, ci: tuple[float, float], n: int, verdict: str, guard_level: float | None = None) -> int | None:
-    """Units an open (inconclusive) test needs (:func:`memlab.metrics.intervals.n_to_decide`); for an interval
-    guarded by the exact sign-flip test at ``guard_level`` (:func:`memlab.comparison.guard`), never fewer than that
-    test needs to reach its level at all (:func:`memlab.metrics.intervals.sign_flip_min_n`)."""
+def n_if_open(d: float, ci: tuple[float, float], n: int, verdict: str, least: int | None = None) -> int | None:
+    """Units an open (inconclusive) test needs (:func:`memlab.metrics.intervals.n_to_decide`), never fewer than
+    ``least``: the fewest units at which the rule's own guarding test can reach its level at all
+    (:func:`memlab.metrics.intervals.sign_flip_min_n` / ``permutation_min_n`` at the test's level)."""
     if verdict != "inconclusive":
         return None
     need = n_to_decide(d, ci, n, 0.0)
-    return max(need, sign_flip_min_n(guard_level)) if need and guard_level is not None else need
+    return max(need, least) if need and least is not None else need
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.comparison import Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
 from memlab.errors import ConfigError
 from memlab.methods.recap.claim_panels import (FLOOR, FLOOR_NAMES, METHODS, NAMES, NO_BOOKS, agents_used, boot_ci,
-                                               copyright_panel, n_if_open, nonmember_rows, panel, paired_p, run_seed,
-                                               scoped_rule, scores, setting_text, units_per_target, with_tables)
+                                               copyright_panel, level, n_if_open, nonmember_rows, panel, paired_p,
+                                               resampled, run_seed, scoped_rule, scores, setting_text,
+                                               units_per_target, with_tables)
 from memlab.methods.recap.evaluate import filter_tradeoff
-from memlab.metrics.bootstrap import resample_indices
-from memlab.metrics.intervals import (bonferroni_level, permutation_diff, sign_flip_min_n, sign_flip_p, wilson,
+from memlab.methods.recap.frontier import book_weights, frontier_areas
+from memlab.metrics.intervals import (permutation_diff, permutation_min_n, sign_flip_min_n, sign_flip_p, wilson,
                                       wilson_n_to_decide)
 
 
@@ -29,7 +30,8 @@ BY_CONSTRUCTION = (("recap", "dsp_jb"), ("dsp_jb", "dsp"))
 @scoped_rule("recap_t3_order", "recap_t3_order_aligned")
 def t3_order(res, claim: Claim) -> Finding:
     """Hypothesis: on the copyright category, RECAP > DSP + Jailbreak > DSP > Prefix-Probing in Table 3's average
-    ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − 0.05/3. The
+    ROUGE-L. Three paired book-level bootstrap intervals of the adjacent differences, each at 1 − α/3 and guarded
+    by the exact sign-flip test of the same member books (α: the claim's ``alpha``, 0.05). The
     pipeline makes RECAP ≥ DSP + Jailbreak ≥ DSP per book (sanity checks recap_t3_feedback_keeps_best and
     recap_t3_jailbreak_keeps_dsp), so those two steps can hold strictly or stay open, never fail; the step that can
     fail is DSP > Prefix-Probing. Reproduced iff all three intervals lie above 0; contradicted iff DSP −
@@ -39,20 +41,20 @@ def t3_order(res, claim: Claim) -> Finding:
     if isinstance(got, Finding):
         return got
     point, draws, targets, n = got
-    level = bonferroni_level(3, ALPHA)
-    steps = [(a, b, point[a] - point[b], boot_ci(draws[a] - draws[b], level, units_per_target(n, targets)))
+    lv = level(claim, 3)
+    steps = [(a, b, point[a] - point[b], boot_ci(draws[a] - draws[b], lv, units_per_target(n, targets)))
              for a, b in BY_CONSTRUCTION + (("dsp", "prefix"),)]
-    ps = [paired_p(res, "copyrighted", a, b, members_only=True) for a, b, *_ in steps]
-    verdicts = [guard(decide(ci), p, level) for (*_, ci), p in zip(steps, ps)]
+    ps = [paired_p(res, a, b) for a, b, *_ in steps]
+    verdicts = [guard(decide(ci), p, lv) for (*_, ci), p in zip(steps, ps)]
     # a guaranteed step below 0 is a broken pipeline (the sanity checks fail), never a verdict on the paper
     verdicts = ["inconclusive" if (a, b) in BY_CONSTRUCTION and v == "contradicted" else v
                 for (a, b, *_), v in zip(steps, verdicts)]
     seen = " vs ".join(f"{NAMES[m]} {point[m]:.3f}" for m in reversed(METHODS))
-    why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
-                                  + (" (≥ 0 by construction)" if (a, b) in BY_CONSTRUCTION else "")
-                                  for a, b, d, ci in steps)
-    needs = [n_if_open(d, ci, n, v, level) for (_, _, d, ci), v in zip(steps, verdicts)]
-    return Finding(point["recap"], boot_ci(draws["recap"], units=units_per_target(n, targets)),
+    why = seen + "; " + "; ".join(f"{NAMES[a]} − {NAMES[b]} {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] (sign-flip p "
+                                  f"{p:.3g} vs {1 - lv:.3g}" + ("; ≥ 0 by construction)" if (a, b) in BY_CONSTRUCTION
+                                                                else ")") for (a, b, d, ci), p in zip(steps, ps))
+    needs = [n_if_open(d, ci, n, v, sign_flip_min_n(lv)) for (_, _, d, ci), v in zip(steps, verdicts)]
+    return Finding(point["recap"], boot_ci(draws["recap"], level(claim), units_per_target(n, targets)),
                    setting_text(res, targets, "copyrighted", n),
                    combine(verdicts), why, statistic="RECAP's copyright-category average ROUGE-L (bootstrap mean)",
                    p_value=max(ps), our_n=n, n_needed=max((x for x in needs if x), default=None))
@@ -68,35 +70,39 @@ def _blocked_share(res) -> float | None:
     return float((r.blocked * r.events).sum() / r.events.sum()) if r.events.sum() else 0.0
 
 
-def _gain(res, got, a: str, b: str, setting: str, least: float, prefix: str = "") -> Finding:
+def _gain(res, got, a: str, b: str, setting: str, claim: Claim, prefix: str = "") -> Finding:
     """The gain of ``a`` over ``b`` on the copyright category, where ``a`` ≥ ``b`` per book by construction (so its
-    direction cannot fail): judged on its size and above the floor (issue 29). Two paired intervals at 1 − 0.05/2,
-    of ``a`` − (1 + ``least``) · ``b`` (above 0 iff the relative gain exceeds ``least``) and of ``a`` − its echo
+    direction cannot fail): judged on its size and above the floor (issue 29). Two paired intervals at 1 − α/2,
+    of ``a`` − (1 + ``least``) · ``b`` (above 0 iff the relative gain exceeds ``least``, the claim's ``threshold``;
+    guarded by the exact sign-flip test of the same member books) and of ``a`` − its echo
     floor (what its hints alone score). Reproduced iff both lie above 0; contradicted iff the first lies below 0 (a
     gain smaller than ``least``); a gain whose method does not clear its floor is inconclusive (the hints could
     explain it). Our value: the relative gain (a − b) / b."""
     point, draws, targets, n = got
-    level, units, k = bonferroni_level(2, ALPHA), units_per_target(n, targets), 1 + least
+    least = _least(claim)
+    lv, units, k = level(claim, 2), units_per_target(n, targets), 1 + least
     floor = panel(res, "copyrighted", (a, FLOOR[a]), members_only=True)
     if floor is None:
         return untestable(setting, f"the run measured no echo floor of {NAMES[a]} on the copyright category",
                           full_command("recap_table3"))
-    d, ci = point[a] - k * point[b], boot_ci(draws[a] - k * draws[b], level, units)
+    d, ci = point[a] - k * point[b], boot_ci(draws[a] - k * draws[b], lv, units)
     fdraws = floor[0][:, 0] - floor[0][:, 1]
-    fd, fci = float(fdraws.mean()), boot_ci(fdraws, level, units)
-    p = paired_p(res, "copyrighted", a, b, members_only=True, scale=k)   # the books copyright_panel reads
-    v = v_size = guard(decide(ci), p, level)
+    fd, fci = float(fdraws.mean()), boot_ci(fdraws, lv, units)
+    p = paired_p(res, a, b, scale=k)   # the books copyright_panel reads
+    v = v_size = guard(decide(ci), p, lv)
     rel = (point[a] - point[b]) / point[b] if point[b] > 0 else None
     seen = (f"{prefix}{NAMES[b]} {point[b]:.3f} → {NAMES[a]} {point[a]:.3f} (relative gain "
             f"{f'{rel:+.0%}' if rel is not None else 'undefined'}; {NAMES[a]} − {k:g} × {NAMES[b]} {d:+.3f} "
-            f"[{ci[0]:+.3f}, {ci[1]:+.3f}], above 0 iff the gain exceeds {least:.0%}); {NAMES[a]} − its floor "
+            f"[{ci[0]:+.3f}, {ci[1]:+.3f}], above 0 iff the gain exceeds {least:.0%}; sign-flip p {p:.3g} vs "
+            f"{1 - lv:.3g}); {NAMES[a]} − its floor "
             f"({FLOOR_NAMES[FLOOR[a]]}) {fd:+.3f} [{fci[0]:+.3f}, {fci[1]:+.3f}]")
     if v == "reproduced" and decide(fci) != "reproduced":
         v, seen = "inconclusive", seen + ": the gain does not clear what the hints alone score"
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_draws = (draws[a] - draws[b]) / draws[b]
-    needs = [x for x in (n_if_open(d, ci, n, v_size, level), n_if_open(fd, fci, n, decide(fci))) if x]   # open only
-    rel_ci = boot_ci(rel_draws, units=units) if np.isfinite(rel_draws).any() else None
+    needs = [x for x in (n_if_open(d, ci, n, v_size, sign_flip_min_n(lv)), n_if_open(fd, fci, n, decide(fci)))
+             if x]   # open tests only
+    rel_ci = boot_ci(rel_draws, level(claim), units) if np.isfinite(rel_draws).any() else None
     return Finding(rel, rel_ci, setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; "
                    f"decided on {NAMES[a]} − {k:g} × {NAMES[b]} (a gain of at least {least:.0%}) and on the "
                    "gainer's margin over its echo floor", p_value=p, our_n=n, n_needed=max(needs, default=None))
@@ -115,7 +121,7 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
     the smallest jailbreak gain the paper reports, App. K's smaller models; Table 3's 42 % is for strongly aligned
     API models), and DSP + Jailbreak clears its own echo floor (the metadata echo). DSP + Jailbreak ≥ DSP per book
     holds by construction (sanity check recap_t3_jailbreak_keeps_dsp), so only the gain's size can fail. Two
-    paired intervals at 1 − 0.05/2, of DSP + JB − (1 + threshold) × DSP and of DSP + JB − its floor: reproduced
+    paired intervals at 1 − α/2, of DSP + JB − (1 + threshold) × DSP and of DSP + JB − its floor: reproduced
     iff both lie above 0, contradicted iff the first lies below 0 (a gain below the threshold). Not testable when
     no DSP output was blocked: the jailbreaker only rewrites blocked prompts. Our value: the relative gain
     (DSP + JB − DSP) / DSP."""
@@ -131,7 +137,7 @@ def t3_jailbreak_gain(res, claim: Claim) -> Finding:
                           f"{point['dsp']:.3f}, DSP + Jailbreak {point['dsp_jb']:.3f})", "python -m memlab.run "
                           "experiment=recap_table3 with a target that refuses (an aligned chat model, e.g. "
                           "model=<served chat preset>)")
-    return _gain(res, got, "dsp_jb", "dsp", setting, _least(claim))
+    return _gain(res, got, "dsp_jb", "dsp", setting, claim)
 
 
 @scoped_rule("recap_t3_public_vs_copyrighted", "recap_t3_public_vs_copyrighted_aligned")
@@ -154,7 +160,7 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     if not targets:
         return untestable("only targets trained on one category", "no target may have seen both categories",
                           full_command("recap_table3"))
-    level, out = bonferroni_level(len(targets), ALPHA), {}
+    lv, out = level(claim, len(targets)), {}
     for t in targets:
         pub = panel(res, "public_domain", ("recap",), target=t, members_only=True)
         cop = panel(res, "copyrighted", ("recap",), seed_offset=1, target=t, members_only=True)
@@ -163,21 +169,21 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
             seed, B = run_seed(res)
             p = permutation_diff(*(scores(res, c, ("recap",), target=t, members_only=True)["recap"]
                                    for c in ("public_domain", "copyrighted")), n_resamples=B, seed=seed)
-            out[t] = (float(d.mean()), boot_ci(d, level, min(pub[2], cop[2])), pub[2] + cop[2], p)
+            out[t] = (float(d.mean()), boot_ci(d, lv, min(pub[2], cop[2])), pub[2] + cop[2], p)
     if not out:
         return untestable("missing a category", NO_BOOKS.format("public-domain or copyright"),
                           full_command("recap_table3"))
-    verdicts = [guard(decide(ci), p, level) for _, ci, _, p in out.values()]
+    verdicts = [guard(decide(ci), p, lv) for _, ci, _, p in out.values()]
     n = sum(k for _, _, k, _ in out.values())
     why = "; ".join(f"{t}: public − copyright {d:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}], permutation p {p:.3g}"
                     for t, (d, ci, _, p) in out.items())
     why += f"; left out (one category in training): {', '.join(sorted(known))}" if known else ""
-    needs = [n_if_open(d, ci, k, v) for (d, ci, k, _), v in zip(out.values(), verdicts)]
+    needs = [n_if_open(d, ci, k, v, permutation_min_n(lv)) for (d, ci, k, _), v in zip(out.values(), verdicts)]
     return Finding(float(np.mean([d for d, *_ in out.values()])), None,
                    setting_text(res, list(out), "public_domain", n, "vs copyright category (stand-in: licence texts)"),
                    combine(verdicts), why, statistic="RECAP public-domain − copyright-category average ROUGE-L, mean "
                    "over judged targets; decided per target", p_value=max(p for *_, p in out.values()), our_n=n,
-                   n_needed=max((x for x in needs if x), default=None))
+                   n_needed=max((x for x in needs if x), default=0) * len(out) or None)   # each target's, as our_n
 
 
 @scoped_rule("recap_gain_over_dsp", "recap_gain_over_dsp_aligned")
@@ -187,14 +193,14 @@ def gain_over_dsp(res, claim: Claim) -> Finding:
     24 %, not among our targets), and RECAP clears its own echo floor (the metadata + feedback echo: what its prompt
     and feedback hints alone score). RECAP ≥ DSP + Jailbreak ≥ DSP per book holds by construction (sanity checks
     recap_t3_feedback_keeps_best, recap_t3_jailbreak_keeps_dsp), so only the gain's size can fail. Two paired
-    intervals at 1 − 0.05/2, of RECAP − (1 + threshold) × DSP and of RECAP − its floor: reproduced iff both lie
+    intervals at 1 − α/2, of RECAP − (1 + threshold) × DSP and of RECAP − its floor: reproduced iff both lie
     above 0, contradicted iff the first lies below 0 (a gain below the threshold). Our value: the relative gain
     (RECAP − DSP) / DSP."""
     got = copyright_panel(res)
     if isinstance(got, Finding):
         return got
     _, _, targets, n = got
-    return _gain(res, got, "recap", "dsp", setting_text(res, targets, "copyrighted", n), _least(claim),
+    return _gain(res, got, "recap", "dsp", setting_text(res, targets, "copyrighted", n), claim,
                  prefix="not GPT-4.1: ")
 
 
@@ -279,16 +285,13 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     if went_on / n <= claim.threshold:
         return untestable(setting, f"only {went_on} of {n} events gained in round 1 and could go on, so the share "
                           f"improving later can't exceed {went_on / n:.0%} by construction", cmd)
-    ci = wilson(k, n)
+    ci = wilson(k, n, level(claim))
     v = decide(ci, claim.threshold, "below")
     first = float(g1.sum() / gf.sum()) if gf.sum() > 0 else float("nan")
     return Finding(k / n, ci, setting, v, f"{k} of {n} events improve after round 1; {(gf > 0).mean():.0%} improve "
                    f"at all; round 1 brings {first:.0%} of the total gain", statistic="share of events improving "
                    "after round 1 (Wilson 95 %)", our_n=n,
-                   n_needed=wilson_n_to_decide(k / n, claim.threshold) if v == "inconclusive" else None)
-
-
-SIGNALS = ("hybrid", "rouge_l", "cosine")
+                   n_needed=wilson_n_to_decide(k / n, claim.threshold, level(claim)) if v == "inconclusive" else None)
 
 
 # -- §5.6: non-training books (the paper's passages per book) ------------------------------------------------------------------------------------
@@ -312,18 +315,20 @@ def _recap_passages(books, col: str, training: bool):
 
 
 def _boot_means(x: np.ndarray, seed: int, B: int) -> np.ndarray:
-    return np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(len(x), B, seed)])
+    return resampled(x[:, None], None, seed, B)[:, 0]
 
 
 @scoped_rule("recap_feedback_no_contamination", "recap_feedback_no_contamination_aligned")
 def feedback_no_contamination(res, claim: Claim) -> Finding:
     """Hypothesis: RECAP (feedback loop included) extracts next to nothing from books the target never saw, on the
     paper's quantity, passages per book (40 tokens, ≤ m mismatches, m = ``passage_tolerance``). Two tests at
-    1 − 0.05/2 on (target, book) units: (1) RECAP's mean passages per non-training book lie below ``threshold``
-    (1, the paper's "at most a single passage per book and model"): book-level bootstrap interval of the mean below
-    1, guarded by the exact sign-flip test of passages − 1; (2) RECAP finds more passages per training book than per
-    non-training book (the paper's "negligible compared to the thousands in the other categories"): independent
-    book-level bootstraps of the difference above 0, guarded by a permutation test. Reproduced iff both hold,
+    1 − α/2 (α: the claim's ``alpha``, 0.05) on (target, book) units: (1) RECAP's mean passages per non-training
+    book lie below ``threshold`` (1, the paper's "at most a single passage per book and model"): book-level
+    bootstrap interval of the mean below 1, guarded by the exact sign-flip test of passages − 1; (2) RECAP finds
+    more passages per training book than per non-training book (the paper's "negligible compared to the thousands
+    in the other categories"): independent book-level bootstraps of the difference above 0, guarded by a
+    permutation test (an open test's n to decide: at least what its exact test needs at α/2, 7 non-training books,
+    9 books in all). Reproduced iff both hold,
     contradicted iff either interval lies on the other side. Non-training books: the post-cutoff release notes and
     every book known to be outside the target's training set. Not testable without a positive control (RECAP found
     no passage on any training book: a run that extracts nothing would pass trivially). Our value: the most RECAP
@@ -346,22 +351,23 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
         return untestable(setting, f"no positive control: RECAP found no passage on the {len(tr)} training books "
                           f"(and {int(x_nt.sum())} on the {len(nt)} non-training ones), so finding none on non-training "
                           "books says nothing", full_command("recap_feedback"))
-    level, (seed, B) = bonferroni_level(2, ALPHA), run_seed(res)
-    ci_nt = boot_ci(_boot_means(x_nt, seed, B), level, len(x_nt))
+    lv, (seed, B) = level(claim, 2), run_seed(res)
+    ci_nt = boot_ci(_boot_means(x_nt, seed, B), lv, len(x_nt))
     p_nt = sign_flip_p(x_nt - margin, n_resamples=B, seed=seed)
     d = _boot_means(x_tr, seed + 1, B) - _boot_means(x_nt, seed + 2, B)
-    ci_d = boot_ci(d, level, min(len(x_tr), len(x_nt)))
+    ci_d = boot_ci(d, lv, min(len(x_tr), len(x_nt)))
     p_d = permutation_diff(x_tr, x_nt, n_resamples=B, seed=seed)
-    tests = [guard(decide(ci_nt, margin, "below"), p_nt, level), guard(decide(ci_d), p_d, level)]
+    tests = [guard(decide(ci_nt, margin, "below"), p_nt, lv), guard(decide(ci_d), p_d, lv)]
     est_d = float(x_tr.mean() - x_nt.mean())
     needs = [n_if_open(float(x_nt.mean()) - margin, (ci_nt[0] - margin, ci_nt[1] - margin), len(x_nt), tests[0],
-                       level), n_if_open(est_d, ci_d, len(x_nt) + len(x_tr), tests[1])]
+                       sign_flip_min_n(lv)),
+             n_if_open(est_d, ci_d, len(x_nt) + len(x_tr), tests[1], permutation_min_n(lv))]
     why = (f"RECAP passages per non-training book {x_nt.mean():.2f} [{ci_nt[0]:.2f}, {ci_nt[1]:.2f}] vs margin "
            f"{margin:g} (sign-flip p {p_nt:.3g}; {int(x_nt.sum())} passages on {len(x_nt)} books, at most {worst:g} on "
            f"one); per training book {x_tr.mean():.2f} ({int(x_tr.sum())} on {len(x_tr)} books), training − "
            f"non-training {est_d:+.2f} [{ci_d[0]:+.2f}, {ci_d[1]:+.2f}] (permutation p {p_d:.3g})")
-    if len(x_nt) < sign_flip_min_n(level):
-        why += f"; {len(x_nt)} non-training books cannot reach the sign-flip level (needs {sign_flip_min_n(level)})"
+    if len(x_nt) < sign_flip_min_n(lv):
+        why += f"; {len(x_nt)} non-training books cannot reach the sign-flip level (needs {sign_flip_min_n(lv)})"
     return Finding(worst, None, setting, combine(tests), why,
                    statistic="most RECAP passages on a non-training book and target; decided on the mean passages per "
                    "non-training book (below 1) and on training − non-training passages per book",
@@ -369,40 +375,6 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
 
 
 # -- §5.7: the memorization-score filter --------------------------------------------------------------------------
-def _frontier_areas(ev, thresholds, w: np.ndarray) -> dict[str, np.ndarray]:
-    """Per signal, the frontier area (mean over savings levels 0–1 of the best filtered ROUGE-L reachable while
-    saving at least that share of feedback calls) for each row of event weights ``w`` (draws × events: how often
-    each event's book was drawn; ones for the observed events)."""
-    grid = np.linspace(0, 1, 201)
-    calls, full, base = (ev[c].to_numpy(float) for c in ("feedback_calls", "recap", "dsp_jb"))
-    wsum, total = w.sum(axis=1), (w * calls).sum(axis=1)
-    out = {}
-    for sig in SIGNALS:
-        s = ev[sig].to_numpy(float)
-        pts_q, pts_r = [np.zeros(len(w))], [(w * full).sum(axis=1) / wsum]
-        for t in thresholds:
-            keep = s >= t
-            with np.errstate(invalid="ignore", divide="ignore"):
-                pts_q.append(np.where(total > 0, (w * (calls * ~keep)).sum(axis=1) / total, 0.0))
-            pts_r.append((w * np.where(keep, full, base)).sum(axis=1) / wsum)
-        q, r = np.stack(pts_q, 1), np.stack(pts_r, 1)                     # draws × points
-        ok = q[:, :, None] >= grid[None, None, :] - 1e-12                   # draws × points × grid
-        best = np.where(ok, r[:, :, None], -np.inf).max(axis=1)
-        best = np.where(np.isfinite(best), best, r.min(axis=1, keepdims=True))
-        out[sig] = best.mean(axis=1)
-    return out
-
-
-def _book_weights(ev, seed: int, B: int) -> tuple[np.ndarray, int]:
-    """(B × events) weights of a book-clustered bootstrap: (target, book) pairs are resampled, each event weighted by
-    how often its pair was drawn; and the number of pairs."""
-    book = ev.groupby(["target", "book"], sort=False).ngroup().to_numpy()
-    k = int(book.max()) + 1
-    counts = np.concatenate([np.stack([np.bincount(row, minlength=k) for row in idx])
-                             for idx in resample_indices(k, B, seed)])
-    return counts[:, book].astype(float), k
-
-
 @scoped_rule("recap_filter_hybrid", "recap_filter_hybrid_aligned")
 def filter_hybrid(res, claim: Claim) -> Finding:
     """Hypothesis: the hybrid memorization score is the best of the three filters: its frontier area (filtered
@@ -410,7 +382,7 @@ def filter_hybrid(res, claim: Claim) -> Finding:
     ``threshold`` δ = 0.02 (our reading of "best": a smaller difference is a tie, and three tied filters have no best
     one; δ is about a fifth of the 0.09 ROUGE-L the paper's hybrid filter gives up, 0.53 → 0.44). Paired (the same
     draws for every filter), book-clustered bootstrap ((target, book) pairs resampled, expanded percentile intervals)
-    of hybrid − ROUGE-L and hybrid − cosine, each at 1 − 0.05/2: reproduced iff both lie above δ, contradicted iff
+    of hybrid − ROUGE-L and hybrid − cosine, each at 1 − α/2: reproduced iff both lie above δ, contradicted iff
     one lies below δ (another filter is as good or better), inconclusive otherwise and on fewer (target, book) pairs
     than the exact sign-flip test needs at that level (7: a bootstrap of 2 books has 3 distinct draws). Not testable
     when the run computed no memorization scores. Our value: the hybrid's filtered ROUGE-L at the threshold saving
@@ -423,19 +395,19 @@ def filter_hybrid(res, claim: Claim) -> Finding:
         return untestable("filter_events without books", "filter_events has no book column (a run before issue 49), "
                           "so events cannot be resampled by book", cmd)
     seed, B = run_seed(res)
-    delta, level = float(claim.threshold), bonferroni_level(2, ALPHA)
+    delta, lv = float(claim.threshold), level(claim, 2)
     thresholds = sorted(tr.threshold.unique())
     tr = filter_tradeoff(ev, thresholds)          # of the claim's targets' events (tr: every target's)
-    point = {s: float(v[0]) for s, v in _frontier_areas(ev, thresholds, np.ones((1, len(ev)))).items()}
-    w, n_books = _book_weights(ev, seed, B)
-    draws = _frontier_areas(ev, thresholds, w)
-    tests = {o: (point["hybrid"] - point[o], boot_ci(draws["hybrid"] - draws[o], level, n_books))
+    point = {s: float(v[0]) for s, v in frontier_areas(ev, thresholds, np.ones((1, len(ev)))).items()}
+    w, n_books = book_weights(ev, seed, B)
+    draws = frontier_areas(ev, thresholds, w)
+    tests = {o: (point["hybrid"] - point[o], boot_ci(draws["hybrid"] - draws[o], lv, n_books))
              for o in ("rouge_l", "cosine")}
-    least = sign_flip_min_n(level)   # as the sign-flip-guarded rules: fewer books than any exact test needs
+    least = sign_flip_min_n(lv)   # as the sign-flip-guarded rules: fewer books than any exact test needs
     verdicts = [decide(ci, delta) if n_books >= least else "inconclusive" for _, ci in tests.values()]
     h = tr[tr.signal == "hybrid"]
     mid = h.iloc[(h.queries_saved - 0.5).abs().argmin()]
-    needs = [n_if_open(d - delta, (ci[0] - delta, ci[1] - delta), n_books, v, level)
+    needs = [n_if_open(d - delta, (ci[0] - delta, ci[1] - delta), n_books, v, least)
              for (d, ci), v in zip(tests.values(), verdicts)]
     few = f"; {n_books} (target, book) pairs cannot decide (needs ≥ {least})" if n_books < least else ""
     return Finding(float(mid.rouge_l_filtered), None, f"targets: {', '.join(dict.fromkeys(ev.target))}; oracle "
