@@ -168,7 +168,7 @@ def _served_identity(node: Mapping) -> str:
     when the server does not answer."""
     import os
 
-    from memlab.backends.identity import names_weights, served_identity
+    from memlab.backends.identity import names_weights, served_file, served_identity
 
     head = f"served {node.get('model_id')} at {node.get('base_url')}"
     key = os.environ.get(str(node["api_key_env"])) if node.get("api_key_env") else None
@@ -180,8 +180,10 @@ def _served_identity(node: Mapping) -> str:
     parts = [f"revision {node['revision']}"] if node.get("revision") else []
     if served.get("id") is not None:
         parts.append(f"server lists {served['id']}")
-    for label, value in (("root", served.get("root")), ("file", server.get("model_path")),
-                         ("file sha256", served.get("file_sha256") or server.get("model_sha256"))):
+    digest = served.get("file_sha256") or server.get("model_sha256") or server.get("reported_model_sha256")
+    if served_file(ident) and not digest:
+        digest = "unknown (the file is not readable here)"
+    for label, value in (("root", served.get("root")), ("file", served_file(ident)), ("file sha256", digest)):
         if value:
             parts.append(f"{label} {value}")
     meta = served.get("meta")
