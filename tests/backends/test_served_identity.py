@@ -87,8 +87,9 @@ def test_llama_cpp_server_restarted_on_another_gguf_under_the_same_alias_shares_
     """Bug (issue 50, silent): the GGUF was hashed only when /v1/models listed its path; llama-cpp-python under
     ``--model_alias`` lists the alias alone and another quantization has the same tokenizer (same probe tokens), so
     a server restarted on another GGUF — here the same path rewritten as Q4_0 — served the Q4_1's cached answers.
-    A completion that names no model reports the file served: its path and sha256 are in the key and run.json."""
-    from memlab.provenance import _served_identity
+    A completion that names no model reports the file served: its path and sha256 are in the key and run.json,
+    and run.json's dtype is the served file's type (it said float32, then "unknown (served)")."""
+    from memlab.provenance import _served_dtype, _served_identity
 
     gguf = smollm_gguf(tmp_path / "gguf")
     served = tmp_path / "served" / "model.gguf"
@@ -99,11 +100,13 @@ def test_llama_cpp_server_restarted_on_another_gguf_under_the_same_alias_shares_
     with _llama_at(port, served, tmp_path):
         assert _run(_cfg(url), cache)[1] == 1
         before = _served_identity(_cfg(url))
+        assert _served_dtype(_cfg(url)) == "Q4_1 (the served GGUF's file type)"
     requantized(gguf, served)  # the server is stopped: its file is replaced by another quantization
     with _llama_at(port, served, tmp_path):
         assert _run(_cfg(url), cache)[1] == 1  # the request reached the server restarted on the other file
         assert _run(_cfg(url), cache)[1] == 0  # ... whose answers are then reused
         after = _served_identity(_cfg(url))
+        assert _served_dtype(_cfg(url)) == "Q4_0 (the served GGUF's file type)"
     digest = hashlib.sha256(served.read_bytes()).hexdigest()
     assert after == f"served smollm2 at {url} (server lists smollm2; file {served}; file sha256 {digest})"
     assert before != after and "does not say which weights" not in capsys.readouterr().err
