@@ -3,9 +3,10 @@ computes (backends/identity.py), an HF model's holds the numeric profile, and ru
 and claims nothing about its numerics that the server does not say.
 
 The real llama-cpp-python server (SmolLM2-135M's GGUF, under the alias ``smollm2``) is started twice on one port:
-once as it comes, once restarted with ``--kv_overrides tokenizer.ggml.add_bos_token=bool:true`` — the same URL and
-alias, other answers. "A server that reports X" (llama-server's /props naming another file under the same alias) is
-a stdlib http.server, since llama-cpp-python reports no file under an alias."""
+once as it comes, then restarted with ``--kv_overrides tokenizer.ggml.add_bos_token=bool:true``, or on another
+quantization of the GGUF at the same path — the same URL and alias, other answers. "A server that reports X"
+(llama-server's /props naming another file under the same alias) is a stdlib http.server, since llama-cpp-python
+has no /props."""
 
 from __future__ import annotations
 
