@@ -236,6 +236,31 @@ def gguf_extent(path: Path) -> tuple[int, int]:
     return start + data_end, size
 
 
+def gguf_file_type(path: Path) -> str | None:
+    """The type a GGUF's header names for its weights (``general.file_type``: "Q4_1", "F16", ...), or None when the
+    file is no readable GGUF or names none (only the header's keys are read, arrays skipped)."""
+    try:
+        with open(path, "rb") as f:
+            r = _Reader(f, path.stat().st_size)
+            if f.read(4) != b"GGUF" or (version := r.unpack("I")) not in (1, 2, 3):
+                return None
+            count = "I" if version == 1 else "Q"
+            r.unpack(count)
+            for _ in range(min(r.unpack(count), _MAX_COUNT)):
+                key, kind = r.string(), r.unpack("I")
+                value = r.value(kind)
+                if key == "general.file_type" and isinstance(value, int):
+                    from gguf.constants import LlamaFileType
+
+                    try:
+                        return LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+                    except ValueError:
+                        return f"file type {value}"
+    except (OSError, ValueError, _Cut, struct.error):
+        return None
+    return None
+
+
 def _tensor_bytes(kind: int, dims: list[int]) -> int:
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 

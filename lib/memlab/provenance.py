@@ -166,22 +166,18 @@ def _served_identity(node: Mapping) -> str:
     user's revision and what the server names (the model id it lists, the file it serves and that file's sha256 when
     readable here, llama-server's size/parameters, vLLM's root), or that it names no weights; only the first part
     when the server does not answer."""
-    import os
-
-    from memlab.backends.identity import names_weights, served_identity
+    from memlab.backends.identity import names_weights, served_file
 
     head = f"served {node.get('model_id')} at {node.get('base_url')}"
-    key = os.environ.get(str(node["api_key_env"])) if node.get("api_key_env") else None
-    try:
-        ident = served_identity(str(node.get("base_url")), str(node.get("model_id")), 5.0, key)
-    except Exception:  # noqa: BLE001 (provenance must never fail a finished run)
-        ident = {}
+    ident = _ask_server(node)
     served, server = ident.get("served") or {}, ident.get("server") or {}
     parts = [f"revision {node['revision']}"] if node.get("revision") else []
     if served.get("id") is not None:
         parts.append(f"server lists {served['id']}")
-    for label, value in (("root", served.get("root")), ("file", server.get("model_path")),
-                         ("file sha256", served.get("file_sha256") or server.get("model_sha256"))):
+    digest = served.get("file_sha256") or server.get("model_sha256") or server.get("reported_model_sha256")
+    if served_file(ident) and not digest:
+        digest = "unknown (the file is not readable here)"
+    for label, value in (("root", served.get("root")), ("file", served_file(ident)), ("file sha256", digest)):
         if value:
             parts.append(f"{label} {value}")
     meta = served.get("meta")
@@ -192,14 +188,40 @@ def _served_identity(node: Mapping) -> str:
     return f"{head} ({'; '.join(parts)})" if parts else head
 
 
-def _served_names(cfg: Mapping) -> list[str]:
-    """Names of the served models a run tests (their kind is ``served``: :mod:`memlab.backends.registry`)."""
+def _ask_server(node: Mapping) -> dict:
+    """What the server of a served model reports (:func:`memlab.backends.identity.served_identity`), {} when it
+    does not answer."""
+    import os
+
+    from memlab.backends.identity import served_identity
+
+    key = os.environ.get(str(node["api_key_env"])) if node.get("api_key_env") else None
+    try:
+        return served_identity(str(node.get("base_url")), str(node.get("model_id")), 5.0, key)
+    except Exception:  # noqa: BLE001 (provenance must never fail a finished run)
+        return {}
+
+
+def _served_dtype(node: Mapping) -> str:
+    """The weights' type a served model computes in, as far as its server shows it: the type in the header of the
+    GGUF it names when that file is readable here (``Q4_1 (the served GGUF's file type)``), else "unknown
+    (served)"."""
+    from memlab.backends.identity import served_file
+    from memlab.preflight import gguf_file_type
+
+    path = served_file(_ask_server(node))
+    kind = gguf_file_type(Path(path)) if path else None
+    return f"{kind} (the served GGUF's file type)" if kind else "unknown (served)"
+
+
+def _served_nodes(cfg: Mapping) -> list[Mapping]:
+    """The served models a run tests (their kind is ``served``: :mod:`memlab.backends.registry`)."""
     if cfg.get("models") is None:
         return []
     from memlab.backends.registry import is_served
     from memlab.model_use import target_nodes
 
-    return [str(n["name"]) for n in target_nodes(cfg) if is_served(n)]
+    return [n for n in target_nodes(cfg) if is_served(n)]
 
 
 def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> dict:
@@ -207,9 +229,9 @@ def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> 
     root = str(cfg["paths"]["root"])
     profile = numerics.load_profile(cfg["numerics"]["name"])
     threads, dtypes, described = dict(required_threads(cfg)), required_dtypes(cfg), numerics.describe(profile)
-    served = _served_names(cfg)
-    for name in served:   # a server computes in its own dtype (Q4_1, ...) on its own threads: it doesn't say
-        threads[name] = dtypes[name] = "unknown (served)"
+    served = _served_nodes(cfg)
+    for node in served:   # a server computes in its own dtype (Q4_1, ...) on its own threads: it says no thread
+        threads[node["name"]], dtypes[node["name"]] = "unknown (served)", _served_dtype(node)
     if served:            # nor on which kernels: never claim machine independence for a served model's numbers
         described["machine_independent"] = "unknown (served models)"
     info = {"started": datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds"),

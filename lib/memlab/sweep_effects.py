@@ -90,6 +90,16 @@ def warn_idle_keys(results: Path, experiment: str, overrides: list[str], since: 
     for key, tables in idle_keys(results, experiment, overrides, since).items():
         where = ", ".join(f"tables/{name} ({rows} of {n} rows)" for name, (rows, n) in tables.items())
         lines.append(f"memlab: warning: sweeping {key} changed no metric in metrics.json; it changed "
-                     + (where or "nothing at all"))
+                     + (where or "nothing at all") + _judged_on(results, experiment, overrides, since))
         print(lines[-1], file=sys.stderr)
     return lines
+
+
+def _judged_on(results: Path, experiment: str, overrides: list[str], since: float | None) -> str:
+    """" (judged on the 3 of 4 points that ran in this sweep)" when some point did not run, else ""."""
+    from memlab.keys import expand, experiment_of, run_key
+
+    _, points = expand(overrides)
+    points = [p for p in points if experiment_of(p) in (None, experiment)]
+    ran = sum(point_status(results / experiment / run_key(p), since) == "ran" for p in points)
+    return "" if ran == len(points) else f" (judged on the {ran} of {len(points)} points that ran in this sweep)"

@@ -191,8 +191,11 @@ def sweep_figure(table, keys: list[str]):
         why = f"only 1 of {len(table)} points produced numbers ({_not_shown(table, keys)}): nothing to compare"
         return None, why, why
     ys = _y_columns(table, keys)
-    if not ys:
-        return None, f"no metric varies with {', '.join(keys)}", f"no metric varies with {', '.join(keys)}"
+    if not ys:  # judged on the points that ran: said so when others did not
+        why = f"no metric varies with {', '.join(keys)}" + (
+            f" across the {len(ran)} of {len(table)} points that produced numbers (not shown: "
+            f"{_not_shown(table, keys)})" if len(ran) < len(table) else "")
+        return None, why, why
     lay = layout(table, keys)
     fig, axes = plt.subplots(len(ys), 1, figsize=(6.4, 2.6 * len(ys)), squeeze=False, sharex=True)
     for ax, y in zip(axes[:, 0], ys):

@@ -50,3 +50,17 @@ def llama_server(gguf: Path, log_dir: Path, *extra: str):
     with serve_process(cmd, f"{base}/v1/models", log_dir / f"llama-server-{port}.log",
                        {**os.environ, "OMP_NUM_THREADS": "1"}, "llama_cpp.server"):
         yield f"{base}/v1"
+
+
+def requantized(gguf: Path, dest: Path, ftype: str = "LLAMA_FTYPE_MOSTLY_Q4_0") -> Path:
+    """``gguf`` requantized by llama.cpp itself (``llama_model_quantize``, ~2 s for SmolLM2) into ``dest``: the same
+    tokenizer and metadata, other weights — what a server restarted on another quantization of a model serves."""
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.allow_requantize, params.nthread = getattr(llama_cpp, ftype), True, 1
+    rc = llama_cpp.llama_model_quantize(str(gguf).encode(), str(dest).encode(), ctypes.byref(params))
+    assert rc == 0 and dest.is_file(), f"llama_model_quantize({gguf.name} -> {dest.name}) returned {rc}"
+    return dest

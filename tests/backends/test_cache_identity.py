@@ -10,7 +10,7 @@ from memlab.backends.base import GenerationRequest as Req
 from memlab.backends.factory import build_backend
 from memlab.backends.identity import normalize_base_url
 from tests.backends.openai_presets import served_node
-from tests.backends.scripted import ScriptedServer, completion
+from tests.backends.scripted import ScriptedServer, api_error, completion
 
 
 class _ModelServer(ScriptedServer):
@@ -20,12 +20,14 @@ class _ModelServer(ScriptedServer):
 
     def __init__(self, models: list[dict], answer=lambda server, body: body["model"]):
         self.models, self.auth = models, []
-        super().__init__(lambda body: (200, completion(answer(self, body), body["model"])), get=self._model_list)
+        super().__init__(lambda body: (200, completion(answer(self, body), body["model"])) if "model" in body
+                         else (400, api_error("you must provide a model parameter")), get=self._model_list)
 
     @property
     def posts(self) -> list[dict]:
-        """The completions asked for (not the identity's tokenizer probe, which this server can't answer)."""
-        return [b for b in self.requests if "max_tokens" in b]
+        """The completions asked for (not the identity's probes: tokenize, which this server can't answer, and a
+        completion that names no model, which it refuses as hosted APIs do)."""
+        return [b for b in self.requests if "max_tokens" in b and "model" in b]
 
     def _model_list(self, headers):
         self.auth.append(headers.get("Authorization"))

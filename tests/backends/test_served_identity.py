@@ -3,14 +3,17 @@ computes (backends/identity.py), an HF model's holds the numeric profile, and ru
 and claims nothing about its numerics that the server does not say.
 
 The real llama-cpp-python server (SmolLM2-135M's GGUF, under the alias ``smollm2``) is started twice on one port:
-once as it comes, once restarted with ``--kv_overrides tokenizer.ggml.add_bos_token=bool:true`` — the same URL and
-alias, other answers. "A server that reports X" (llama-server's /props naming another file under the same alias) is
-a stdlib http.server, since llama-cpp-python reports no file under an alias."""
+once as it comes, then restarted with ``--kv_overrides tokenizer.ggml.add_bos_token=bool:true``, or on another
+quantization of the GGUF at the same path — the same URL and alias, other answers. "A server that reports X"
+(llama-server's /props naming another file under the same alias) is a stdlib http.server, since llama-cpp-python
+has no /props."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -24,7 +27,7 @@ from memlab.backends.cache import CachedBackend
 from memlab.backends.factory import build_backend
 from memlab.backends.identity import served_identity
 from tests.backends.conftest import free_port, serve_process
-from tests.backends.llama_server import BOS_ON, LLAMA_HINT, smollm_gguf
+from tests.backends.llama_server import BOS_ON, LLAMA_HINT, requantized, smollm_gguf
 from tests.backends.openai_presets import served_node
 
 PROMPTS = [Req(prompt="The capital of France is", max_new_tokens=3)]
@@ -59,8 +62,8 @@ def _llama_at(port: int, gguf: Path, log_dir: Path, *extra: str):
 def test_llama_cpp_server_restarted_with_other_bos_setting_shares_no_answer(tmp_path, capsys):
     """Bug: the key held only /v1/models' ``{"id": "smollm2", "owned_by": "me"}``, so a server restarted with the
     BOS override on the same port served the failed run's cached answers. Its tokenizer's ids of a probe text now
-    differ (the BOS leads them) and are in the key; with the alias nothing names the GGUF, so the run warns once,
-    and a user-given model.revision keys the weights."""
+    differ (the BOS leads them) and are in the key; a completion that names no model reports the GGUF it serves
+    (no warning that the weights are unnamed), and a user-given model.revision is in the key too."""
     gguf = smollm_gguf(tmp_path / "gguf")
     port, cache = free_port(), tmp_path / "c.sqlite"
     url = f"http://127.0.0.1:{port}/v1"
@@ -70,17 +73,44 @@ def test_llama_cpp_server_restarted_with_other_bos_setting_shares_no_answer(tmp_
         assert misses == 1
         again, misses = _run(_cfg(url), cache)
         assert (again, misses) == (first, 0)  # same server, same settings: reused
-        warned = [ln for ln in capsys.readouterr().err.splitlines() if "does not say which weights" in ln]
-        assert len(warned) == 1 and url in warned[0] and "model.revision" in warned[0], warned  # once
+        assert "does not say which weights" not in capsys.readouterr().err  # it names its GGUF
         _, misses = _run(_cfg(url, revision="sha256:0123abcd"), cache)
         assert misses == 1  # the user's name for the weights is in the key
-        assert "does not say which weights" not in capsys.readouterr().err
     with _llama_at(port, gguf, tmp_path, *BOS_ON):  # restarted on the same port, same alias: BOS now prepended
         bos = served_identity(url, "smollm2", 30)
         _, misses = _run(_cfg(url), cache)
         assert misses == 1  # the request reached the restarted server
     assert plain["served"] == bos["served"]  # /v1/models says the same ...
     assert bos["server"]["probe_tokens"][1:] == plain["server"]["probe_tokens"]  # ... its tokenizer does not
+
+
+def test_llama_cpp_server_restarted_on_another_gguf_under_the_same_alias_shares_no_answer(tmp_path, capsys):
+    """Bug (issue 50, silent): the GGUF was hashed only when /v1/models listed its path; llama-cpp-python under
+    ``--model_alias`` lists the alias alone and another quantization has the same tokenizer (same probe tokens), so
+    a server restarted on another GGUF — here the same path rewritten as Q4_0 — served the Q4_1's cached answers.
+    A completion that names no model reports the file served: its path and sha256 are in the key and run.json,
+    and run.json's dtype is the served file's type (it said float32, then "unknown (served)")."""
+    from memlab.provenance import _served_dtype, _served_identity
+
+    gguf = smollm_gguf(tmp_path / "gguf")
+    served = tmp_path / "served" / "model.gguf"
+    served.parent.mkdir()
+    shutil.copyfile(gguf, served)
+    port, cache = free_port(), tmp_path / "c.sqlite"
+    url = f"http://127.0.0.1:{port}/v1"
+    with _llama_at(port, served, tmp_path):
+        assert _run(_cfg(url), cache)[1] == 1
+        before = _served_identity(_cfg(url))
+        assert _served_dtype(_cfg(url)) == "Q4_1 (the served GGUF's file type)"
+    requantized(gguf, served)  # the server is stopped: its file is replaced by another quantization
+    with _llama_at(port, served, tmp_path):
+        assert _run(_cfg(url), cache)[1] == 1  # the request reached the server restarted on the other file
+        assert _run(_cfg(url), cache)[1] == 0  # ... whose answers are then reused
+        after = _served_identity(_cfg(url))
+        assert _served_dtype(_cfg(url)) == "Q4_0 (the served GGUF's file type)"
+    digest = hashlib.sha256(served.read_bytes()).hexdigest()
+    assert after == f"served smollm2 at {url} (server lists smollm2; file {served}; file sha256 {digest})"
+    assert before != after and "does not say which weights" not in capsys.readouterr().err
 
 
 class _LlamaServerFake(BaseHTTPRequestHandler):
@@ -112,6 +142,8 @@ class _LlamaServerFake(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path != "/v1/completions":
             return self._send(404, {"error": "no such route"})
+        if "model" not in body:  # the identity's completion probe: llama-server answers with its alias
+            return self._send(200, {"object": "text_completion", "model": "alias", "choices": []})
         type(self).posts.append(body)
         text = Path(type(self).report["path"]).name
         self._send(200, {"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
@@ -202,8 +234,6 @@ def test_run_json_says_what_a_server_served_and_claims_no_numerics_for_it(tmp_pa
     assert num["dtypes"][name] == "unknown (served)" and num["threads"][name] == "unknown (served)"
     assert num["machine_independent"] != True  # noqa: E712 (never claimed for a served model)
     served = info["models"][name]
-    import hashlib
-
     assert served.startswith(f"served alias at {url} (") and str(gguf) in served
     assert hashlib.sha256(b"GGUF served").hexdigest() in served and '"n_params": 1' in served
 

@@ -250,6 +250,19 @@ def test_one_point_with_numbers_is_no_claim_that_nothing_varies(tmp_path):
     assert meta["missing"] == 2 and meta["failed"] == 2 and not (out / "sweep.png").exists()
 
 
+def test_no_metric_varies_says_over_which_points_it_was_judged(tmp_path):
+    """Seeds 0 and 1 wrote the same numbers, seed 2 failed: "no metric varies with seed" is judged on 2 of 3 points,
+    and the sentence says so and names the one left out (it said "no metric varies with seed" alone)."""
+    results = tmp_path / "results"
+    _, points = expand(SEEDS)
+    for point in points[:2]:
+        _curve_point(results, point, 40)
+    (results / "memorization_curve" / f"{run_key(points[2])}.failed").mkdir(parents=True)
+    meta = json.loads((summarize(results, "memorization_curve", SEEDS) / "sweep.json").read_text())
+    assert meta["caption"] == meta["degenerate"] == ("no metric varies with seed across the 2 of 3 points that "
+                                                     "produced numbers (not shown: seed=2: failed)")
+
+
 def test_a_point_that_failed_in_this_sweep_never_shows_an_older_runs_numbers(tmp_path):
     """Seed 2 ran well last week and failed in this sweep (the runner kept `<key>.failed/` and left last week's
     folder untouched); seed 1 was not run by this sweep at all (its folder is older than the sweep). Neither shows

@@ -11,19 +11,21 @@ cached answers. The identity is (backend kind, normalized ``base_url``, what the
 - ``server``: what the server reports about how it computes, asked once per backend:
   ``GET <root>/props`` (llama.cpp's llama-server: the model file path and its sha256 when readable here, the chat
   template's sha256, BOS/EOS tokens, n_ctx and the default sampling settings a request does not override, the
-  build), and the token ids of a fixed probe text from the server's own tokenizer (``POST <root>/extras/tokenize``
+  build); the token ids of a fixed probe text from the server's own tokenizer (``POST <root>/extras/tokenize``
   for llama-cpp-python, ``/tokenize`` for vLLM and llama-server): they show the tokenizer and whether the server
-  prepends a BOS (``--kv_overrides tokenizer.ggml.add_bos_token=bool:true`` changes them).
+  prepends a BOS (``--kv_overrides tokenizer.ggml.add_bos_token=bool:true`` changes them); and the ``model`` a
+  one-token completion that names no model reports: llama-cpp-python 0.3 answers with the GGUF path it serves even
+  under ``--model_alias`` (its /v1/models says only the alias and ``owned_by: me``), hashed when readable here.
 
 Covered: another model or file behind the same URL when the server names it (file path, hash, meta, vLLM root);
 another tokenizer or BOS setting when the server has a tokenize route; another chat template, context size or
 default sampling settings when it has ``/props``. NOT covered (nothing in the server's answers shows them):
-llama-cpp-python 0.3's weights behind an alias (``--model_alias``: /v1/models says only the alias and
-``owned_by: me``) — another quantization with the same tokenizer looks the same —, its ``--n_ctx``, chat format,
-thread count and other numeric settings, and a hosted API's silent update of a model behind the same name. For
-those the user's ``model.revision`` (part of every cache key) names the weights; when it is not set and the
-server names no weights (:func:`names_weights`), the backend warns once that cached answers may come from
-another model. A server without ``/v1/models`` is identified by base_url + model id.
+another file at the same path on a server whose files are not readable here, llama-cpp-python's ``--n_ctx``,
+chat format, KV cache type, thread count and other settings (its log-probs would show some, but they move by
+~0.05 with the prompt it evaluated before, so they name no state), and a hosted API's silent update of a model
+behind the same name. For those the user's ``model.revision`` (part of every cache key) names the weights; when
+it is not set and the server names no weights (:func:`names_weights`), the backend warns once that cached
+answers may come from another model. A server without ``/v1/models`` is identified by base_url + model id.
 """
 
 from __future__ import annotations
@@ -73,7 +75,17 @@ def names_weights(identity: dict | None) -> bool:
     if not identity:
         return False
     served, server = identity.get("served") or {}, identity.get("server") or {}
-    return bool(served.get("file_sha256") or served.get("meta") or served.get("root") or server.get("model_path"))
+    return bool(served.get("file_sha256") or served.get("meta") or served.get("root") or server.get("model_path")
+                or server.get("reported_model_sha256") or served_file(identity))
+
+
+def served_file(identity: dict | None) -> str | None:
+    """The model file a server names: llama-server's /props ``model_path``, else the GGUF a completion that names
+    no model reports (llama-cpp-python), else None."""
+    server = (identity or {}).get("server") or {}
+    reported = server.get("reported_model")
+    gguf = reported if isinstance(reported, str) and reported.lower().endswith(".gguf") else None
+    return server.get("model_path") or gguf
 
 
 def _root(base_url: str) -> str:
@@ -133,7 +145,35 @@ def _server_report(base_url: str, model_name: str, timeout: float, api_key: str 
     probe = _probe_tokens(base_url, model_name, timeout, api_key)
     if probe is not None:
         out["probe_tokens"] = probe
+    out.update(_completion_probe(base_url, timeout, api_key))
     return out or None
+
+
+def _completion_probe(base_url: str, timeout: float, api_key: str | None) -> dict[str, Any]:
+    """What a one-token completion that names no model reports as its ``model``: llama-cpp-python answers with
+    the model file it serves (its ``model_path``, even under ``--model_alias``), kept with its sha256 when readable
+    here. A server that wants a model name (hosted APIs) refuses it: nothing is added. Its log-probs are not kept:
+    llama-cpp-python's differ by ~0.05 with the prompt it evaluated before (its reused prefix), so they would not
+    name one server state."""
+    import httpx
+
+    body = {"prompt": PROBE_TEXT, "max_tokens": 1, "temperature": 0}
+    try:
+        r = httpx.post(str(base_url).rstrip("/") + "/completions", json=body, headers=_headers(api_key),
+                       timeout=min(float(timeout), 30.0))
+        reply = r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return {}
+    if not isinstance(reply, dict):
+        return {}
+    out: dict[str, Any] = {}
+    model = reply.get("model")
+    if isinstance(model, str) and model:
+        out["reported_model"] = model
+        digest = _file_sha256(model)
+        if digest:
+            out["reported_model_sha256"] = digest
+    return out
 
 
 def _get_json(url: str, timeout: float, api_key: str | None) -> Any:

@@ -9,8 +9,8 @@ meaning:
   the server serves); ``name``: the label in results (null = ``model_id``); ``revision``: what the response cache
   keys the weights by (null = ``model_id``; set a dated snapshot, or the served GGUF's sha256, to pin them). It
   is part of every cache key beside what the server reports (backends/identity.py); left null while the server
-  names no weights (llama-cpp-python under ``--model_alias``), the run warns once that cached answers may come
-  from another model served under the same name.
+  names no weights (a hosted API, a server that reports no model file), the run warns once that cached answers
+  may come from another model served under the same name.
 - ``api_key_env``: the NAME of the environment variable holding the key (null for local servers).
 - ``chat``: true = the endpoint only speaks chat (a plain prompt is sent as one user message, token ids are
   refused); false = plain prompts and token ids go to ``/v1/completions``.
