@@ -17,7 +17,7 @@
     command line that would test it.
 
   Several tests in one claim share its family-wise level (Bonferroni; :func:`combine`): ``alpha`` of the claim's
-  paper file (conf/paper/000_recap.yaml; RECAP's rules read it through ``claim_panels.level``), else ``ALPHA``.
+  paper file (conf/paper/<paper>.yaml, one per file), split over the claim's tests in one place: :func:`claim_level`.
 * :func:`comparison_table` / :func:`sanity_table` are what :meth:`memlab.report.Report.save` writes as
   ``tables/comparison.csv`` and ``tables/sanity.csv``.
 """
@@ -35,7 +35,6 @@ import yaml
 from memlab.errors import ConfigError
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not testable here")
-ALPHA = 0.05        # family-wise error rate of the claims whose paper file sets no ``alpha`` (PEARL, PROPME rules)
 COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "statistic", "our_value", "ci_low",
            "ci_high", "p_value", "paper_n", "our_n", "n_needed", "setting", "profile", "deviations", "verdict",
            "reason", "rule", "paper_quote"]
@@ -121,7 +120,23 @@ def decide(ci: tuple[float, float] | None, threshold: float = 0.0, direction: st
     raise ValueError(f"direction must be 'above' or 'below', got {direction!r}")
 
 
-def guard(verdict: str, p_value: float | None, level: float = 1 - ALPHA) -> str:
+def claim_level(claim: Claim, k: int = 1) -> float:
+    """The two-sided level of each of a claim's ``k`` tests: Bonferroni at the claim's family-wise ``alpha``, set
+    once per paper file (conf/paper/<paper>.yaml). The one place every rule splits its error rate."""
+    if claim.alpha is None:
+        raise ConfigError(f"claim {claim.id!r}: no alpha (the family-wise error rate of its tests) in "
+                          f"conf/paper/{claim.paper}.yaml")
+    return bonferroni_level(k, float(claim.alpha))
+
+
+def bonferroni_level(k: int, alpha: float) -> float:
+    """Two-sided confidence level of each of ``k`` intervals so that all hold jointly at 1 − alpha."""
+    if k < 1:
+        raise ValueError(f"need at least one test, got {k}")
+    return 1 - alpha / k
+
+
+def guard(verdict: str, p_value: float | None, level: float) -> str:
     """A bootstrap interval's verdict, kept only when the test of no difference agrees (p below 1 − level): with
     few units a percentile interval can exclude 0 when no permutation of the data could."""
     if verdict in ("reproduced", "contradicted") and p_value is not None and p_value >= 1 - level:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from memlab.metrics.intervals import (bonferroni_level, clopper_pearson, expanded_level, fisher_p, holm,
+from memlab.comparison import bonferroni_level
+from memlab.metrics.intervals import (clopper_pearson, expanded_level, fisher_p, holm,
                                       mover_contrast, n_to_decide, paired_sign, permutation_diff, sign_flip_p, wilson,
                                       wilson_n_to_decide)
 
@@ -36,7 +37,7 @@ def test_permutation_and_sign_flip():
 
 
 def test_levels_and_corrections():
-    assert bonferroni_level(4) == pytest.approx(0.9875)
+    assert bonferroni_level(4, 0.05) == pytest.approx(0.9875)
     assert expanded_level(0.95, 2) > expanded_level(0.95, 10) > expanded_level(0.95, 1000) > 0.95
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
 

@@ -337,13 +337,13 @@ def test_comparison_table_is_deterministic(experiment):
 
 def test_alpha_is_set_once_per_paper_and_decides():
     """Issue 49: multiplicity is handled once: each RECAP claim's family-wise α comes from conf/paper/000_recap.yaml
-    (no default in code) and claim_panels.level splits it over the claim's tests. Four aligned member licences with
+    (no default in code) and comparison.claim_level splits it over the claim's tests. Four aligned member licences with
     DSP below Prefix-Probing on every one: at α 0.05 the exact sign-flip p of 4 books (0.125) cannot reach 0.05/3,
     so inconclusive with 7 books to decide (its own test's least n); at α 0.5 (0.167 per step) contradicted."""
     import dataclasses
 
     from memlab.errors import ConfigError
-    from memlab.methods.recap.claim_panels import level
+    from memlab.comparison import claim_level as level
 
     rules_for("recap_")
     claims = [c for c in load_claims() if c.experiment in EXPERIMENTS]

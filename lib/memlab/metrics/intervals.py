@@ -16,7 +16,7 @@
 * :func:`quantile_ci`        percentile interval of bootstrap draws at a given level
 * :func:`expanded_level`     the level at which a percentile bootstrap over n units covers like a t interval
                              (the expanded percentile interval: plain percentiles undercover on few units)
-* :func:`bonferroni_level`   the per-test level for k tests at family-wise ``alpha``; :func:`holm` adjusts p-values
+* :func:`holm`               adjusts p-values (the claims' per-test level: memlab.comparison.bonferroni_level)
 * :func:`n_to_decide`        the n at which an interval of the observed half-width would exclude a threshold
 * :func:`wilson_n_to_decide` the same for a proportion, by search on the Wilson interval
 
@@ -31,7 +31,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["wilson", "clopper_pearson", "mover_contrast", "fisher_p", "paired_sign", "permutation_diff", "sign_flip_p",
-           "sign_flip_min_n", "permutation_min_n", "permutation_exact_p", "least_n", "quantile_ci", "expanded_level", "bonferroni_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
+           "sign_flip_min_n", "permutation_min_n", "permutation_exact_p", "least_n", "quantile_ci", "expanded_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
 
 
 def z_of(level: float) -> float:
@@ -200,13 +200,6 @@ def expanded_level(level: float, n: int) -> float:
         raise ValueError(f"an interval needs at least 2 units, got {n}")
     z = math.sqrt(n / (n - 1)) * float(t.ppf(1 - (1 - level) / 2, n - 1))
     return min(float(1 - 2 * norm.sf(z)), 1 - 1e-9)
-
-
-def bonferroni_level(k: int, alpha: float = 0.05) -> float:
-    """Two-sided confidence level of each of ``k`` intervals so that all hold jointly at 1 − alpha."""
-    if k < 1:
-        raise ValueError(f"need at least one test, got {k}")
-    return 1 - alpha / k
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

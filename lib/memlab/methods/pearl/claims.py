@@ -15,9 +15,10 @@ the papers' τ_b = 0.2 is the default of conf/method/pearl.yaml, not a constant 
 
 from __future__ import annotations
 
-from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.comparison import (Check, Claim, Finding, claim_level, combine, decide, full_command, guard, rule,
+                               untestable)
 from memlab.methods.pearl import tables as T
-from memlab.metrics.intervals import (bonferroni_level, fisher_p, mover_contrast, n_to_decide, paired_sign, wilson,
+from memlab.metrics.intervals import (fisher_p, mover_contrast, n_to_decide, paired_sign, wilson,
                                       wilson_n_to_decide)
 from memlab.metrics.paired import equivalence, paired_change, paired_n_for_margin
 
@@ -75,11 +76,11 @@ def members_vs_nonmembers(res, c: Claim) -> Finding:
     m = (last[last.split == "member"][score] > alpha).to_numpy()
     n = (last[last.split == "nonmember"][score] > alpha).to_numpy()
     km, kn, gap = int(m.sum()), int(n.sum()), float(c.threshold)
-    est, lo, hi = mover_contrast(km, len(m), kn, len(n), level=1 - ALPHA)
+    est, lo, hi = mover_contrast(km, len(m), kn, len(n), level=claim_level(c))
     ratio = f"{(km / len(m)) / (kn / len(n)):.1f}" if kn and len(m) else "undefined (no non-member flagged)"
     p = fisher_p(km, len(m), kn, len(n))
     v = decide((lo, hi), gap)
-    v = guard(v, p) if v == "reproduced" else v   # Fisher tests no difference: it guards "far more", not "no gap"
+    v = guard(v, p, claim_level(c)) if v == "reproduced" else v   # Fisher tests no difference: it guards "far more", not "no gap"
     return Finding(float(m.mean()), wilson(km, len(m)), f"{TINY}, epoch {int(last.epoch.max())}, bit flips", v,
                    f"members {km}/{len(m)} vs non-members {kn}/{len(n)} flagged; member − non-member share "
                    f"{est:+.2f} [{lo:+.2f}, {hi:+.2f}] against a gap of {gap:g}; ratio {ratio} (the paper's ≃ 11, "
@@ -107,7 +108,7 @@ def members_grow(res, c: Claim) -> Finding:
     first, last = df.epoch.min(), df.epoch.max()
     wide = df.pivot_table(index=["doc_id", "split"], columns="epoch", values=score).reset_index()
     mem, non = wide[wide.split == "member"], wide[wide.split == "nonmember"]
-    level = bonferroni_level(3, ALPHA)
+    level = claim_level(c, 3)
     rise, ci, p, v1, need = _paired_rise((mem[first] > alpha).to_numpy(), (mem[last] > alpha).to_numpy(), level)
     km, kn = int((mem[last] > alpha).sum()), int((non[last] > alpha).sum())
     est, lo, hi = mover_contrast(km, len(mem), kn, len(non), level=level)
@@ -151,7 +152,7 @@ def grows_with_size(res, c: Claim) -> Finding:
                           "params.sizes); a trend needs two or more", full_command("pearl_sizes"))
     mem = df[df.split == "member"].pivot_table(index="doc_id", columns="size", values=score)
     flags = {s: (mem[s] > alpha).to_numpy() for s in sizes}
-    level = bonferroni_level(max(1, len(sizes) - 1), ALPHA)
+    level = claim_level(c, max(1, len(sizes) - 1))
     steps = [_paired_rise(flags[a], flags[b], level) for a, b in zip(sizes, sizes[1:])]
     counts = [int(flags[s].sum()) for s in sizes]
     needs = [s[4] for s in steps if s[3] == "inconclusive" and s[4]]
@@ -234,7 +235,7 @@ def nonmember_rate_falls(res, c: Claim) -> Finding:
     non = scores[(scores.split == "nonmember") & (scores.half != "calibration")]
     wide = non.pivot_table(index="doc_id", columns="epoch", values="neg_perplexity")
     first, last = wide[a.epoch] > fixed["neg_perplexity"], wide[b.epoch] > fixed["neg_perplexity"]
-    fall, ci, p, verdict, need = _paired_rise(last.to_numpy(), first.to_numpy(), 1 - ALPHA)
+    fall, ci, p, verdict, need = _paired_rise(last.to_numpy(), first.to_numpy(), claim_level(c))
     return Finding(100 * fall, (100 * ci[0], 100 * ci[1]), f"{TINY}, epochs {int(a.epoch)}→{int(b.epoch)}, "
                    f"{len(wide)} held-out non-members", verdict,
                    f"MIA on non-members {int(first.sum())}/{len(wide)} → {int(last.sum())}/{len(wide)} "
@@ -273,7 +274,7 @@ def code_over_unseen(res, c: Claim) -> Finding:
     unseen = mw[mw.source == "humaneval"].unseen_source.iloc[0]
     comp = t[t.task_kind == "completion"].set_index(["model", "source"])
     models = sorted({m for m, s in comp.index if s == "humaneval"})
-    level = bonferroni_level(len(models), ALPHA)
+    level = claim_level(c, len(models))
     out = {m: mover_contrast(int(comp.loc[(m, "humaneval"), col]), int(comp.loc[(m, "humaneval"), "n"]),
                              int(comp.loc[(m, unseen), col]), int(comp.loc[(m, unseen), "n"]), level=level)
            for m in models}
@@ -316,7 +317,7 @@ def task_dependence(res, c: Claim) -> Finding:
     fpr, alpha = at
     wide = T.task_flags(scores, alpha, res.method.decision_score).fillna(False)
     models = sorted(set(wide.index.get_level_values("model")))
-    level = bonferroni_level(len(models), ALPHA)
+    level = claim_level(c, len(models))
     per, both = {}, 0
     for m in models:
         w = wide.loc[m]

@@ -21,7 +21,7 @@ from memlab.errors import ConfigError
 from memlab.methods.recap.agents import agents_label
 from memlab.methods.recap.config import TARGET_GROUPS
 from memlab.metrics.bootstrap import resample_indices
-from memlab.metrics.intervals import bonferroni_level, expanded_level, n_to_decide, quantile_ci, sign_flip_p
+from memlab.metrics.intervals import expanded_level, n_to_decide, quantile_ci, sign_flip_p
 from memlab.zoo_layout import family_of
 from memlab.results import StudyResult
 
@@ -104,15 +104,6 @@ def resampled(x: np.ndarray, w: np.ndarray | None, seed: int, n: int) -> np.ndar
             ws = w[idx][..., None]
             out.append((ws * xs).sum(axis=1) / ws.sum(axis=1))
     return np.concatenate(out)
-
-
-def level(claim: Claim, k: int = 1) -> float:
-    """The two-sided level of each of a claim's ``k`` tests (Bonferroni at the claim's family-wise ``alpha``, set
-    once per paper in conf/paper/000_recap.yaml): the one place the RECAP rules split their error rate."""
-    if claim.alpha is None:
-        raise ConfigError(f"claim {claim.id!r}: no alpha (the family-wise error rate of its tests) in "
-                          f"conf/paper/{claim.paper}.yaml")
-    return bonferroni_level(k, float(claim.alpha))
 
 
 def boot_ci(stats: np.ndarray, level: float, units: int | None = None) -> tuple[float, float]:

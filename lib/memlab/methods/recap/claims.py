@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import Check, Claim, Finding, combine, decide, full_command, guard, rule, untestable
+from memlab.comparison import (Check, Claim, Finding, claim_level, combine, decide, full_command, guard, rule,
+                               untestable)
 from memlab.errors import ConfigError
 from memlab.methods.recap.claim_panels import (FLOOR, FLOOR_NAMES, METHODS, NAMES, NO_BOOKS, agents_used, boot_ci,
-                                               copyright_panel, level, n_if_open, nonmember_rows, panel, paired_p,
+                                               copyright_panel, n_if_open, nonmember_rows, panel, paired_p,
                                                resampled, run_seed, scoped_rule, scores, setting_text,
                                                units_per_target, with_tables)
 from memlab.methods.recap.evaluate import filter_tradeoff
@@ -41,7 +42,7 @@ def t3_order(res, claim: Claim) -> Finding:
     if isinstance(got, Finding):
         return got
     point, draws, targets, n = got
-    lv = level(claim, 3)
+    lv = claim_level(claim, 3)
     steps = [(a, b, point[a] - point[b], boot_ci(draws[a] - draws[b], lv, units_per_target(n, targets)))
              for a, b in BY_CONSTRUCTION + (("dsp", "prefix"),)]
     ps = [paired_p(res, a, b) for a, b, *_ in steps]
@@ -54,7 +55,7 @@ def t3_order(res, claim: Claim) -> Finding:
                                   f"{p:.3g} vs {1 - lv:.3g}" + ("; ≥ 0 by construction)" if (a, b) in BY_CONSTRUCTION
                                                                 else ")") for (a, b, d, ci), p in zip(steps, ps))
     needs = [n_if_open(d, ci, n, v, sign_flip_min_n(lv)) for (_, _, d, ci), v in zip(steps, verdicts)]
-    return Finding(point["recap"], boot_ci(draws["recap"], level(claim), units_per_target(n, targets)),
+    return Finding(point["recap"], boot_ci(draws["recap"], claim_level(claim), units_per_target(n, targets)),
                    setting_text(res, targets, "copyrighted", n),
                    combine(verdicts), why, statistic="RECAP's copyright-category average ROUGE-L (bootstrap mean)",
                    p_value=max(ps), our_n=n, n_needed=max((x for x in needs if x), default=None))
@@ -80,7 +81,7 @@ def _gain(res, got, a: str, b: str, setting: str, claim: Claim, prefix: str = ""
     explain it). Our value: the relative gain (a − b) / b."""
     point, draws, targets, n = got
     least = _least(claim)
-    lv, units, k = level(claim, 2), units_per_target(n, targets), 1 + least
+    lv, units, k = claim_level(claim, 2), units_per_target(n, targets), 1 + least
     floor = panel(res, "copyrighted", (a, FLOOR[a]), members_only=True)
     if floor is None:
         return untestable(setting, f"the run measured no echo floor of {NAMES[a]} on the copyright category",
@@ -102,7 +103,7 @@ def _gain(res, got, a: str, b: str, setting: str, claim: Claim, prefix: str = ""
         rel_draws = (draws[a] - draws[b]) / draws[b]
     needs = [x for x in (n_if_open(d, ci, n, v_size, sign_flip_min_n(lv)), n_if_open(fd, fci, n, decide(fci)))
              if x]   # open tests only
-    rel_ci = boot_ci(rel_draws, level(claim), units) if np.isfinite(rel_draws).any() else None
+    rel_ci = boot_ci(rel_draws, claim_level(claim), units) if np.isfinite(rel_draws).any() else None
     return Finding(rel, rel_ci, setting, v, seen, statistic=f"relative gain ({NAMES[a]} − {NAMES[b]}) / {NAMES[b]}; "
                    f"decided on {NAMES[a]} − {k:g} × {NAMES[b]} (a gain of at least {least:.0%}) and on the "
                    "gainer's margin over its echo floor", p_value=p, our_n=n, n_needed=max(needs, default=None))
@@ -160,7 +161,7 @@ def t3_public_vs_copyrighted(res, claim: Claim) -> Finding:
     if not targets:
         return untestable("only targets trained on one category", "no target may have seen both categories",
                           full_command("recap_table3"))
-    lv, out = level(claim, len(targets)), {}
+    lv, out = claim_level(claim, len(targets)), {}
     for t in targets:
         pub = panel(res, "public_domain", ("recap",), target=t, members_only=True)
         cop = panel(res, "copyrighted", ("recap",), seed_offset=1, target=t, members_only=True)
@@ -285,13 +286,13 @@ def feedback_one_round(res, claim: Claim) -> Finding:
     if went_on / n <= claim.threshold:
         return untestable(setting, f"only {went_on} of {n} events gained in round 1 and could go on, so the share "
                           f"improving later can't exceed {went_on / n:.0%} by construction", cmd)
-    ci = wilson(k, n, level(claim))
+    ci = wilson(k, n, claim_level(claim))
     v = decide(ci, claim.threshold, "below")
     first = float(g1.sum() / gf.sum()) if gf.sum() > 0 else float("nan")
     return Finding(k / n, ci, setting, v, f"{k} of {n} events improve after round 1; {(gf > 0).mean():.0%} improve "
                    f"at all; round 1 brings {first:.0%} of the total gain", statistic="share of events improving "
                    "after round 1 (Wilson 95 %)", our_n=n,
-                   n_needed=wilson_n_to_decide(k / n, claim.threshold, level(claim)) if v == "inconclusive" else None)
+                   n_needed=wilson_n_to_decide(k / n, claim.threshold, claim_level(claim)) if v == "inconclusive" else None)
 
 
 # -- §5.6: non-training books (the paper's passages per book) ------------------------------------------------------------------------------------
@@ -351,7 +352,7 @@ def feedback_no_contamination(res, claim: Claim) -> Finding:
         return untestable(setting, f"no positive control: RECAP found no passage on the {len(tr)} training books "
                           f"(and {int(x_nt.sum())} on the {len(nt)} non-training ones), so finding none on non-training "
                           "books says nothing", full_command("recap_feedback"))
-    lv, (seed, B) = level(claim, 2), run_seed(res)
+    lv, (seed, B) = claim_level(claim, 2), run_seed(res)
     ci_nt = boot_ci(_boot_means(x_nt, seed, B), lv, len(x_nt))
     p_nt = sign_flip_p(x_nt - margin, n_resamples=B, seed=seed)
     d = _boot_means(x_tr, seed + 1, B) - _boot_means(x_nt, seed + 2, B)
@@ -395,7 +396,7 @@ def filter_hybrid(res, claim: Claim) -> Finding:
         return untestable("filter_events without books", "filter_events has no book column (a run before issue 49), "
                           "so events cannot be resampled by book", cmd)
     seed, B = run_seed(res)
-    delta, lv = float(claim.threshold), level(claim, 2)
+    delta, lv = float(claim.threshold), claim_level(claim, 2)
     thresholds = sorted(tr.threshold.unique())
     tr = filter_tradeoff(ev, thresholds)          # of the claim's targets' events (tr: every target's)
     point = {s: float(v[0]) for s, v in frontier_areas(ev, thresholds, np.ones((1, len(ev)))).items()}

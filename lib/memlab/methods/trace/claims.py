@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import ALPHA, Check, Claim, Finding, combine, decide, full_command, rule, untestable
+from memlab.comparison import Check, Claim, Finding, claim_level, combine, decide, full_command, rule, untestable
 from memlab.metrics.bootstrap import paired_bootstrap, resample_indices
-from memlab.metrics.intervals import bonferroni_level, expanded_level, mover_contrast, n_to_decide, quantile_ci
+from memlab.metrics.intervals import expanded_level, mover_contrast, n_to_decide, quantile_ci
 
 B = 1000
 METRIC = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
@@ -42,7 +42,7 @@ def _means(x, seed: int) -> np.ndarray:
     return np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(len(x), B, seed)])
 
 
-def _ci(stats, level: float = 1 - ALPHA, units: int | None = None) -> tuple[float, float]:
+def _ci(stats, level: float, units: int | None = None) -> tuple[float, float]:
     """Percentile interval of bootstrap draws; with ``units`` (resampled units) the expanded percentile interval."""
     return quantile_ci(stats, expanded_level(level, max(2, units)) if units else level)
 
@@ -160,14 +160,14 @@ def t1_als(res, claim: Claim) -> Finding:
     span (ALS) than generic and than specific prompts; two independent bootstrap intervals of the differences, each
     at 97.5 %: reproduced iff both lie above 0, contradicted iff one lies below. Our value: prefix ALS (tokens of
     our tokenizer; generations are capped at 48 tokens, the paper's ALS is 50.35)."""
-    got = _gaps(res, "ALS", bonferroni_level(2, ALPHA))
+    got = _gaps(res, "ALS", claim_level(claim, 2))
     if got is None:
         return _no_tiny()
     m, tests, bp = got
     g, name = _tiny(res)
     why = (f"ALS prefix {m['prefix']:.2f} vs generic {m['generic']:.2f} vs specific {m['specific']:.2f}; "
            + "; ".join(f"prefix − {s} {d:+.2f} {_fmt(ci)}" for s, (d, ci, _, _) in tests.items()))
-    return Finding(m["prefix"], _ci(bp, units=int(g.groupby("setting").size().min())), _setting_tiny(name, g), combine([t[2] for t in tests.values()]),
+    return Finding(m["prefix"], _ci(bp, claim_level(claim), units=int(g.groupby("setting").size().min())), _setting_tiny(name, g), combine([t[2] for t in tests.values()]),
                    why + _external_note(res, "ALS"), statistic="prefix ALS in tokens (bootstrap 95 %)", our_n=len(g),
                    n_needed=_needed(tests.values()))
 
@@ -178,7 +178,7 @@ def capability_gap(res, claim: Claim) -> Finding:
     FMR than generic and than specific prompts: four tests (NVR: bootstrap, FMR: MOVER interval of two shares),
     each at 1 − 0.05/4; reproduced iff all lie above 0, contradicted iff one lies below. Our value: prefix NVR /
     the larger ordinary NVR (the paper: up to 36×)."""
-    level = bonferroni_level(4, ALPHA)
+    level = claim_level(claim, 4)
     got = _gaps(res, "NVR", level)
     if got is None:
         return _no_tiny()
@@ -218,7 +218,7 @@ def prompt_overlap(res, claim: Claim) -> Finding:
         return untestable(name, "a template prompt setting is missing", cmd)
     d = _means(x["specific"], _seed(res)) - _means(x["generic"], _seed(res) + 1)
     n = min(len(v) for v in x.values())
-    est, ci = float(x["specific"].mean() - x["generic"].mean()), _ci(d, units=n)
+    est, ci = float(x["specific"].mean() - x["generic"].mean()), _ci(d, claim_level(claim), units=n)
     v = decide(ci)
     fm = {s: t[t.setting == s].full_match.to_numpy(float) for s in (*ORDINARY, "prefix")}
     shares = ", ".join(f"{s} {int(f.sum())}/{len(f)}" for s, f in fm.items() if len(f))
@@ -272,7 +272,7 @@ def _stages_setting(res) -> str:
             "the verdict is about this analog (declared deviation), not the paper's models")
 
 
-def _paired(a, b, seed, level: float = 1 - ALPHA):
+def _paired(a, b, seed, level: float):
     """Paired bootstrap of mean(a) − mean(b) (the same prompts at two stages): (difference, expanded percentile
     interval)."""
     r = paired_bootstrap(a, b, n_resamples=B, seed=seed, ci=expanded_level(level, max(2, len(a))))
@@ -290,7 +290,7 @@ def stages_parent_drop(res, claim: Claim) -> Finding:
         return untestable("fewer than two stages", "the run has no continual stage", full_command("trace_stages"))
     stages = list(st)
     base = stages[0]
-    level = bonferroni_level(len(stages) - 1, ALPHA)
+    level = claim_level(claim, len(stages) - 1)
     tests = {s: _paired(st[base], st[s], _seed(res), level) for s in stages[1:]}
     verdicts = {s: decide(ci) for s, (_, ci) in tests.items()}
     n = len(st[base])
@@ -316,7 +316,7 @@ def stages_stable(res, claim: Claim) -> Finding:
             return untestable("fewer than two continual stages", "stability needs at least two continual stages",
                               full_command("trace_stages"))
         stages = list(st)[1:]
-        out[c] = (*_paired(st[stages[-1]], st[stages[0]], _seed(res), bonferroni_level(2, ALPHA)), len(st[stages[0]]))
+        out[c] = (*_paired(st[stages[-1]], st[stages[0]], _seed(res), claim_level(claim, 2)), len(st[stages[0]]))
 
     def verdict(ci):
         return "reproduced" if -m < ci[0] and ci[1] < m else "contradicted" if ci[0] > m or ci[1] < -m else "inconclusive"
