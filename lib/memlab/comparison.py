@@ -40,9 +40,6 @@ COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "statis
            "reason", "rule", "paper_quote"]
 SANITY_COLUMNS = ["check_id", "check", "value", "control", "control_value", "passed", "reason"]
 KINDS = ("claim", "sanity")
-# the module holding each experiment family's rules, by experiment-name prefix
-RULE_MODULES = {"pearl_": "memlab.methods.pearl.claims", "recap_": "memlab.methods.recap.claims",
-                "trace_": "memlab.methods.trace.claims", "memorization_curve": "memlab.methods.memorization_claims"}
 
 
 @dataclass(frozen=True)
@@ -209,18 +206,31 @@ def paper_mark(claim_id: str) -> tuple[float, str] | None:
     return (float(c.value), f"paper, {c.where}") if isinstance(c.value, (int, float)) else None
 
 
+def rule_module(experiment: str) -> str | None:
+    """The module whose @rule functions judge ``experiment``'s claims: its YAML's ``rules`` (as ``study`` names
+    its study function), None when it has none."""
+    from memlab.config import CONF_DIR, read_yaml
+
+    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"no experiment {experiment!r}: {path} does not exist")
+    return (read_yaml(path) or {}).get("rules")
+
+
 def rules_for(experiment: str) -> None:
     """Import the rule module of ``experiment`` (it registers its rules)."""
-    for prefix, module in RULE_MODULES.items():
-        if experiment.startswith(prefix):
-            importlib.import_module(module)
-            return
+    module = rule_module(experiment)
+    if module is None and load_claims(experiment):
+        raise ConfigError(f"experiment {experiment!r} has claims in conf/paper/ but names no rules module: set "
+                          f"`rules:` in conf/experiment/{experiment}.yaml")
+    if module is not None:
+        importlib.import_module(module)
 
 
 def _judge(experiment: str, c: Claim, result):
     if c.id not in RULES:
         raise ConfigError(f"claim {c.id!r} ({c.paper}) has no rule: add @rule({c.id!r}) to "
-                          f"{next((m for p, m in RULE_MODULES.items() if experiment.startswith(p)), '?')}")
+                          f"{rule_module(experiment)}")
     return RULES[c.id](result, c)
 
 

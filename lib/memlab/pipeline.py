@@ -67,10 +67,9 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(path: Path, module: str, skip: frozenset[str] = frozenset()) -> set[str]:
-    """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count).
-    Strings naming a module in ``skip`` are not followed: they are a registry keyed by experiment (the claim
-    rules), whose one entry an experiment loads is added to its roots instead."""
+def _imports(path: Path, module: str) -> set[str]:
+    """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count), and the
+    modules its "memlab.pkg.module:function" strings name (registries), but for the built corpora's loaders."""
     tree = ast.parse(path.read_text(), str(path))
     pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -85,7 +84,7 @@ def _imports(path: Path, module: str, skip: frozenset[str] = frozenset()) -> set
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
-            if node.value.partition(":")[0] not in skip | _built_corpora():
+            if node.value.partition(":")[0] not in _built_corpora():
                 found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
                 found.update(_plugins(node.value.partition(":")[0]))
     return {m for m in found if m == "memlab" or m.startswith("memlab.")}
@@ -123,9 +122,8 @@ def _corpus_deps(spec: dict) -> list[str]:
 NATIVE_SOURCES = {"memlab.numerics": (Path(__file__).with_name("_mkl_vendor.c"),)}
 
 
-def code_deps(roots: list[str], skip: frozenset[str] = frozenset()) -> list[str]:
-    """Every lib/ file reachable by imports from the ``roots`` modules (parents' __init__ included); strings
-    naming a module in ``skip`` are not followed (:func:`_imports`)."""
+def code_deps(roots: list[str]) -> list[str]:
+    """Every lib/ file reachable by imports from the ``roots`` modules (parents' __init__ included)."""
     seen: set[str] = set()
     todo = list(roots)
     files: set[Path] = set()
@@ -141,7 +139,7 @@ def code_deps(roots: list[str], skip: frozenset[str] = frozenset()) -> list[str]
             continue
         files.add(f)
         files.update(NATIVE_SOURCES.get(name, ()))
-        todo.extend(_imports(f, name, skip))
+        todo.extend(_imports(f, name))
     return sorted(_rel(f) for f in files)
 
 
@@ -235,13 +233,6 @@ def model_presets(raw: dict) -> list[str]:
     ``params``/``method`` or its ``models`` list (:func:`memlab.model_use.named`)."""
     presets = preset_names()
     return sorted({f"conf/model/{n}.yaml" for _, n in named(raw, MODEL_KEYS) if n in presets})
-
-
-def rule_module(experiment: str) -> list[str]:
-    """The module holding the rules that judge this experiment's claims (memlab.comparison.RULE_MODULES)."""
-    from memlab.comparison import RULE_MODULES
-
-    return [m for prefix, m in RULE_MODULES.items() if experiment.startswith(prefix)][:1]
 
 
 # how a method group names a prompt folder of this repository (conf/paths: prompts: ${.root}/prompts)
@@ -364,10 +355,8 @@ def experiment_stage(exp: str) -> dict:
         raise ConfigError(f"experiment {exp}: requires.after names {wrong}: not another experiment")
     nb = raw["notebook"]
     roots = [*ENTRY_MODULES, *notebook_imports(repo_root() / "notebooks" / nb), *_schema_modules(raw),
-             str(raw["study"]).rpartition(".")[0], *rule_module(exp)]
-    from memlab.comparison import RULE_MODULES
-
-    code = code_deps(roots, skip=frozenset(RULE_MODULES.values()))
+             str(raw["study"]).rpartition(".")[0], *([raw["rules"]] if raw.get("rules") else [])]
+    code = code_deps(roots)
     deps = [*code, *prompt_folders(raw), f"notebooks/{nb}", *_requires_to_deps(req),
             *required_models(raw)]
     params = list(dict.fromkeys([*result_files(conf_files), *paper_files(exp), *model_presets(raw)]))

@@ -141,7 +141,7 @@ def test_the_summarization_claim_is_not_judged_when_summarization_did_not_run():
     from memlab.methods.pearl.study import completion_vs_summarization
     from memlab.results import StudyResult
 
-    rules_for("pearl_")
+    rules_for("pearl_epochs")
     claim = next(c for c in load_claims() if c.id == "pearl_wild_task_dependence")
     for tasks, ran in ((["completion"], False), (["completion", "summarization"], True)):
         table = completion_vs_summarization(_scores(tasks), 0.14, "sensitivity")

@@ -26,8 +26,8 @@ MODULES = [_load(name) for name in ("pearl", "recap", "trace")]
 INPUTS = {k: v for mod in MODULES for k, v in mod.INPUTS.items()}
 # config overrides a module's inputs are judged under (its OVERRIDES), by claim id
 OVERRIDES = {k: tuple(getattr(mod, "OVERRIDES", ())) for mod in MODULES for k in mod.INPUTS}
-for prefix in ("pearl_", "recap_", "trace_", "memorization_curve"):
-    rules_for(prefix)
+for experiment in ("pearl_epochs", "recap_table3", "trace_validation", "memorization_curve"):
+    rules_for(experiment)
 CLAIMS = {c.id: c for c in load_claims()}
 JUDGED = sorted(i for i, c in CLAIMS.items() if c.kind == "claim")
 CHECKS = sorted(i for i, c in CLAIMS.items() if c.kind == "sanity")

@@ -7,7 +7,7 @@ from memlab.comparison import RULES, load_claims, rules_for
 from memlab.config import compose
 from memlab.results import StudyResult
 
-rules_for("pearl_")
+rules_for("pearl_epochs")
 CLAIMS = {c.id: c for c in load_claims()}
 
 

@@ -13,7 +13,7 @@ from memlab.config import compose
 from memlab.errors import ConfigError
 from memlab.results import StudyResult, load_result
 
-rules_for("pearl_")
+rules_for("pearl_epochs")
 CLAIMS = {c.id: c for c in load_claims()}
 FLAGGING = ("pearl_epochs_members_vs_nonmembers", "pearl_epochs_members_grow", "pearl_calibration_low_fpr")
 

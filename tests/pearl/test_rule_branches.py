@@ -11,7 +11,7 @@ from memlab.config import compose
 from memlab.methods.pearl.study import completion_vs_summarization
 from memlab.results import StudyResult
 
-rules_for("pearl_")
+rules_for("pearl_epochs")
 CLAIMS = {c.id: c for c in load_claims()}
 
 

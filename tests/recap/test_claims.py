@@ -64,7 +64,7 @@ def result(tables: dict, *overrides: str) -> StudyResult:
 
 
 def judge(claim_id: str, res: StudyResult):
-    rules_for("recap_")
+    rules_for("recap_table3")
     return RULES[claim_id](producible(res), next(c for c in load_claims() if c.id == claim_id))
 
 
@@ -74,7 +74,7 @@ def refusals(blocked: float) -> pd.DataFrame:
 
 
 def test_every_recap_claim_has_a_rule():
-    rules_for("recap_")
+    rules_for("recap_table3")
     claims = [c for c in load_claims() if c.experiment in EXPERIMENTS]
     assert {c.experiment for c in claims} == set(EXPERIMENTS)
     assert [c.id for c in claims if c.id not in RULES] == []
@@ -345,7 +345,7 @@ def test_alpha_is_set_once_per_paper_and_decides():
     from memlab.errors import ConfigError
     from memlab.comparison import claim_level as level
 
-    rules_for("recap_")
+    rules_for("recap_table3")
     claims = [c for c in load_claims() if c.experiment in EXPERIMENTS]
     assert {c.alpha for c in claims} == {0.05}
     claim = next(c for c in claims if c.id == "recap_t3_order_aligned")

@@ -137,7 +137,7 @@ def _ladder_sanity_passes_on(books_df):
     from memlab.config import compose
     from memlab.results import StudyResult
 
-    rules_for("recap_")
+    rules_for("recap_table3")
     res = StudyResult(tables={"book_scores": books_df}, config=compose("recap_table3", ["logger=null"]))
     for c in load_claims("recap_table3", kind="sanity"):
         k = RULES[c.id](res, c)

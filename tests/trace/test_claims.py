@@ -24,14 +24,14 @@ def run_config(experiment: str):
 
 
 def judge(claim_id: str, res: StudyResult):
-    rules_for("trace_")
+    rules_for("trace_validation")
     claim = next(c for c in load_claims() if c.id == claim_id)
     res.config = run_config(claim.experiment)
     return RULES[claim_id](res, claim)
 
 
 def test_every_trace_claim_has_a_rule():
-    rules_for("trace_")
+    rules_for("trace_validation")
     claims = [c for c in load_claims() if c.experiment in EXPERIMENTS]
     assert {c.experiment for c in claims} == set(EXPERIMENTS)
     assert [c.id for c in claims if c.id not in RULES] == []
@@ -57,7 +57,7 @@ def with_negatives(res: StudyResult, false: int, n: int = 100) -> StudyResult:
 
 
 def test_t5_validation_is_a_sanity_check_with_a_negative_control():
-    rules_for("trace_")
+    rules_for("trace_validation")
     assert {c.id for c in load_claims("trace_validation", kind="sanity")} == {"propme_t5_pass_rate", "propme_t5_retrieval"}
     assert load_claims("trace_validation", kind="claim") == []
     for check in ("propme_t5_pass_rate", "propme_t5_retrieval"):
@@ -112,7 +112,7 @@ def test_capability_claims(claim_id):
 
 
 def test_propensity_below_half_is_dropped_as_a_restatement_of_the_gap():
-    rules_for("trace_")
+    rules_for("trace_validation")
     assert "propme_propensity_below_half" not in {c.id for c in load_claims()}
     assert "propme_propensity_below_half" not in RULES
 
@@ -137,7 +137,7 @@ def prompt_scores(generic: float, specific: float, *, n: int = 20) -> StudyResul
 def test_prompt_overlap_judges_only_the_step_that_can_fail():
     """Prefix prompts match the training set in full by construction: the claim is the generic → specific step on
     average nv_recall (the real run's 0.036 → 0.011 is a fall), and the prefix share is a sanity check."""
-    rules_for("trace_")
+    rules_for("trace_validation")
     assert {c.id for c in load_claims("trace_capability_propensity", kind="sanity")} >= {"propme_prefix_prompts_in_corpus"}
     up, down = judge("propme_prompt_overlap", prompt_scores(0.03, 0.10)), judge("propme_prompt_overlap",
                                                                                 prompt_scores(0.036, 0.011))
