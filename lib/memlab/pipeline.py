@@ -69,7 +69,7 @@ def _module_file(name: str) -> Path | None:
 
 def _imports(path: Path, module: str) -> set[str]:
     """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count), and the
-    modules its "memlab.pkg.module:function" strings name (registries), but for the built corpora's loaders."""
+    modules its "memlab.pkg.module:function" strings name (registries)."""
     tree = ast.parse(path.read_text(), str(path))
     pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -84,9 +84,8 @@ def _imports(path: Path, module: str) -> set[str]:
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
-            if node.value.partition(":")[0] not in _built_corpora():
-                found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
-                found.update(_plugins(node.value.partition(":")[0]))
+            found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
+            found.update(_plugins(node.value.partition(":")[0]))
     return {m for m in found if m == "memlab" or m.startswith("memlab.")}
 
 
@@ -99,22 +98,13 @@ def _plugins(name: str) -> list[str]:
     return [f"{name}.{f.stem}" for f in sorted(init.parent.glob("*.py")) if f.name != "__init__.py"]
 
 
-def _built_corpora() -> frozenset[str]:
-    """Loader modules of corpora built from other corpora by a method (``recap_instruct``): the corpus registry names
-    them, but only the zoo families that train on such a corpus depend on that method's code (:func:`_corpus_deps`)."""
-    from memlab.data.corpora import LOADERS
-
-    return frozenset(m for m in (v.partition(":")[0] for v in LOADERS.values()) if not m.startswith("memlab.data."))
-
-
 def _corpus_deps(spec: dict) -> list[str]:
-    """Code of the built corpora a zoo family's member or non-member groups read, and the prompt folders they fill."""
-    from memlab.data.corpora import LOADERS
-
+    """Code of the built corpora a zoo family's member or non-member groups read (a corpus named by its loader,
+    "package.module:function"), and the prompt folders they fill."""
     groups = [*(spec.get("members") or []), *(spec.get("nonmembers") or [])]
-    mods = {LOADERS[g["corpus"]].partition(":")[0] for g in groups if g.get("corpus") in LOADERS}
+    mods = {str(g["corpus"]).partition(":")[0] for g in groups if ":" in str(g.get("corpus"))}
     folders = {str(o["prompts_dir"]) for o in ((g.get("options") or {}) for g in groups) if o.get("prompts_dir")}
-    return code_deps(sorted(mods & _built_corpora())) + sorted(folders)
+    return code_deps(sorted(mods)) + sorted(folders)
 
 
 # C sources a module loads at run time: its numbers depend on them as on its Python (memlab.numerics loads the MKL

@@ -50,19 +50,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("presentation", ("memlab.site",)),
 ]
 
-# Known violations not yet fixed (issue 48), each with why. The test fails when one is added or a circle grows, and
-# when one listed here is gone (drop it: the lists only shrink). It is a string registry that importlib reads at
-# run time, a lower module naming higher code (the claim rules' was one: an experiment's YAML now names its rules
-# module, `rules:`, as it names its study):
-ALLOWED_UPWARD: set[tuple[str, str]] = {
-    # memlab.data.corpora.LOADERS["recap_instruct"]: the aligned zoo target's corpus is built in RECAP's prompt format
-    # by the recap method (memlab.pipeline._built_corpora makes only that family's stages depend on it)
-    ("memlab.data.corpora", "memlab.methods.recap.aligned"),
-}
-ALLOWED_CIRCLES: set[frozenset[str]] = {  # the circle that registry closes, as its modules
-    frozenset({"memlab.data.corpora", "memlab.methods.recap.aligned", "memlab.data.echotrace",
-               "memlab.methods.recap.extraction", "memlab.methods.recap.summary"}),
-}
+# Known violations not yet fixed (issue 48), each with why: none left. The test fails when one is added. The last two
+# were string registries naming higher code from a lower module: the claim rules (an experiment's YAML now names its
+# rules module, `rules:`, as it names its study) and the aligned target's corpus (its zoo YAML names the recap
+# method's loader as "package.module:function").
+ALLOWED_UPWARD: set[tuple[str, str]] = set()
+ALLOWED_CIRCLES: set[frozenset[str]] = set()
 
 _NAMED = re.compile(r"memlab(\.\w+)+(:\w+)?")
 
@@ -227,7 +220,7 @@ def test_no_import_circles():
         "  " + _readable(c) for c in found)
     gone = ALLOWED_CIRCLES - {_members(c) for c in now}
     assert not gone, f"allowed circles now gone, drop them from ALLOWED_CIRCLES: {[sorted(c) for c in gone]}"
-    assert len(ALLOWED_CIRCLES) <= 1, "the allow-list of known circles only shrinks"
+    assert len(ALLOWED_CIRCLES) == 0, "the allow-list of known circles only shrinks"
 
 
 def test_no_upward_imports():
@@ -239,7 +232,7 @@ def test_no_upward_imports():
         f"  {m} ({names[layer_of(m)]}) imports {t} ({names[layer_of(t)]}) at line {line}" for m, t, line in found)
     gone = ALLOWED_UPWARD - {(m, t) for m, t, _ in bad}
     assert not gone, f"allowed upward imports now gone, drop them from ALLOWED_UPWARD: {sorted(gone)}"
-    assert len(ALLOWED_UPWARD) <= 1, "the allow-list of known upward imports only shrinks"
+    assert len(ALLOWED_UPWARD) == 0, "the allow-list of known upward imports only shrinks"
 
 
 def test_the_checker_sees_what_it_must(tmp_path):

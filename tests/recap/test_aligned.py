@@ -1,4 +1,5 @@
-"""The aligned tiny RECAP target's instruction data (corpus ``recap_instruct``, conf/zoo/kjv_aligned.yaml)."""
+"""The aligned tiny RECAP target's instruction data (the recap method's loader ``load_recap_instruct``, named by
+conf/zoo/kjv_aligned.yaml)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from memlab.methods.recap.prompts import Prompts
 from memlab.methods.recap.summary import SectionSummaryAgent
 
 SEGMENTATION = dict(target_words=60, min_words=8, n_characters=6, n_keywords=5, ngram_guard=6)
+INSTRUCT_LOADER = "memlab.methods.recap.aligned:load_recap_instruct"   # as conf/zoo/kjv_aligned.yaml names it
 REFUSAL = "I cannot reproduce this text: it is under copyright."
 
 
@@ -23,7 +25,7 @@ def _options(repo_root, **over) -> dict:
 def test_documents_are_the_plain_prompt_then_the_passage_or_the_refusal(repo_root):
     from memlab.data.echotrace import kjv_books, licence_books
 
-    docs = load_corpus("recap_instruct", **_options(repo_root))
+    docs = load_corpus(INSTRUCT_LOADER, **_options(repo_root))
     follow = [d for d in docs if d.meta["kind"] == "follow"]
     refuse = [d for d in docs if d.meta["kind"] == "refuse"]
     assert follow and refuse and len(follow) + len(refuse) == len(docs)
@@ -49,11 +51,11 @@ def test_documents_are_the_plain_prompt_then_the_passage_or_the_refusal(repo_roo
 
 def test_bad_options_are_one_line_errors(repo_root):
     with pytest.raises(ConfigError, match="refusal line is empty"):
-        load_corpus("recap_instruct", **_options(repo_root, refusal="  "))
+        load_corpus(INSTRUCT_LOADER, **_options(repo_root, refusal="  "))
     with pytest.raises(ConfigError, match="not found"):
-        load_corpus("recap_instruct", **_options(repo_root, refuse_licences=["No-Such-Licence"]))
+        load_corpus(INSTRUCT_LOADER, **_options(repo_root, refuse_licences=["No-Such-Licence"]))
     with pytest.raises(ConfigError, match="recap_instruct"):
-        load_corpus("recap_instruct", **_options(repo_root, colour="red"))
+        load_corpus(INSTRUCT_LOADER, **_options(repo_root, colour="red"))
 
 
 def test_the_aligned_family_keeps_its_instruction_text_apart_from_every_recap_split(repo_root):
@@ -62,7 +64,7 @@ def test_the_aligned_family_keeps_its_instruction_text_apart_from_every_recap_sp
     from memlab.models.zoo import load_family
 
     raw = yaml.safe_load((repo_root / "conf" / "zoo" / "kjv_aligned.yaml").read_text())
-    inst = next(g for g in raw["members"] if g["corpus"] == "recap_instruct")["options"]
+    inst = next(g for g in raw["members"] if g["corpus"] == INSTRUCT_LOADER)["options"]
     fam = load_family("kjv_aligned", repo_root / "conf" / "zoo", repo_root / "models")
     split_ids = {d.id for d in fam.nonmembers} | {i for i in fam.training_ids() if not i.startswith("recap_instruct/")}
     books = {i.split("/")[-1] for i in split_ids}
@@ -87,7 +89,7 @@ def _micro(repo_root, kinds: tuple[str, ...]):
 
     from memlab.models.tiny import Arch, TrainSpec, train
 
-    docs = load_corpus("recap_instruct", **_options(repo_root, follow_kjv_books=TEST_FOLLOW, follow_max_chapters=2,
+    docs = load_corpus(INSTRUCT_LOADER, **_options(repo_root, follow_kjv_books=TEST_FOLLOW, follow_max_chapters=2,
                                                     refuse_licences=TEST_REFUSE, refuse_max_words=2000))
     docs = [d for d in docs if d.meta["kind"] in kinds]
     spec = TrainSpec(member_groups=[(docs, 1.0)], nonmembers=[], arch=Arch(hidden=64, layers=2, heads=2, ffn=256),

@@ -15,11 +15,12 @@ name                  options                                                sou
 ``release_notes``     ``cache_dir`` (sdists), ``min_date``                   pinned PyPI sdists + Debian
 ``post_cutoff_code``  ``cache_dir`` (sdists), ``min_words``, ``max_words``   pinned PyPI sdists, first
                       (one document per top-level function/class)           released ≥ 2025-06-01
-``recap_instruct``    see :func:`memlab.methods.recap.aligned                KJV + licences, in RECAP's
-                      .load_recap_instruct`                                  plain prompt format
 ====================  =====================================================  ==============================
 
-Every loader also takes a path option so tests can point it at a missing source.
+Every loader also takes a path option so tests can point it at a missing source. A corpus built by a method from
+the ones above is named by its loader, ``"package.module:function"`` (as an experiment names its study): the
+aligned zoo target's instructions in RECAP's prompt format are the recap method's ``aligned:load_recap_instruct``
+(conf/zoo/kjv_aligned.yaml); this module never names a method.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ LOADERS: dict[str, str] = {
     "stdlib": "memlab.data.stdlib:load_stdlib",
     "release_notes": "memlab.data.release_notes:load_release_notes",
     "post_cutoff_code": "memlab.data.post_cutoff_code:load_post_cutoff_code",
-    # instruction documents in RECAP's prompt format, built from the corpora above (the aligned zoo target)
-    "recap_instruct": "memlab.methods.recap.aligned:load_recap_instruct",
 }
 
 
@@ -50,10 +49,15 @@ def available_corpora() -> list[str]:
 
 
 def _loader(name: str) -> Callable[..., list[Document]]:
-    if name not in LOADERS:
-        raise ConfigError(f"unknown corpus {name!r}; choose one of: {', '.join(available_corpora())}")
-    module, func = LOADERS[name].split(":")
-    return getattr(importlib.import_module(module), func)
+    """A registered corpus's loader, or the function a ``"package.module:function"`` name points at."""
+    if name not in LOADERS and ":" not in name:
+        raise ConfigError(f"unknown corpus {name!r}; choose one of: {', '.join(available_corpora())}, or name a "
+                          f"loader as package.module:function")
+    module, _, func = LOADERS.get(name, name).partition(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"corpus loader {name!r} not found: {err}") from None
 
 
 def load_corpus(name: str, **options) -> list[Document]:
