@@ -14,7 +14,8 @@ belongs to the layer of the longest prefix below that names it; a module may imp
     6 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
                     method never imports another method
     7 audit         audit -- the audit runs the methods
-    8 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench, cli
+    8 runner        run, plan, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce,
+                    bench, cli -- plan: one run point resolved once, which the runner reads
     9 presentation  site
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
@@ -44,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("study frame", ("memlab.study_run", "memlab.results", "memlab.report")),
     ("methods", ("memlab.methods",)),
     ("audit", ("memlab.audit",)),
-    ("runner", ("memlab.run", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
+    ("runner", ("memlab.run", "memlab.plan", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
                 "memlab.pipeline",
                 "memlab.summary", "memlab.reproduce", "memlab.bench", "memlab.cli")),
     ("presentation", ("memlab.site",)),
