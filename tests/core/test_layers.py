@@ -4,7 +4,7 @@ The layers, lowest first, written down only here (docs/architecture.md explains 
 belongs to the layer of the longest prefix below that names it; a module may import its own layer or any lower one.
 
     0 foundations   memlab (the package: pins the numeric path), errors, progress, numerics, keys, gguf_parse,
-                    run_lock, wandb_log, lab, zoo_layout -- import nothing of memlab above themselves
+                    run_lock, wandb_log, lab, zoo_layout, plugins -- import nothing of memlab above themselves
     1 config        config, schema, comparison -- conf/, its typed nodes, the claim rules' registry
     2 parts         data, metrics, backends, plots -- corpora, measures, model backends, figures
     3 model config  model_use, known_keys -- the models a run reads and the keys it knows (they ask the
@@ -37,7 +37,8 @@ ROOT = LIB / "memlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("memlab", "memlab.errors", "memlab.progress", "memlab.numerics", "memlab.keys",
-                     "memlab.gguf_parse", "memlab.run_lock", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout")),
+                     "memlab.gguf_parse", "memlab.run_lock", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout",
+                     "memlab.plugins")),
     ("config", ("memlab.config", "memlab.schema", "memlab.comparison")),
     ("parts", ("memlab.data", "memlab.metrics", "memlab.backends", "memlab.plots")),
     ("model config", ("memlab.model_use", "memlab.known_keys")),
