@@ -29,7 +29,7 @@ from memlab.errors import MemlabError
 from memlab.keys import NON_RESULT_KEYS, run_key  # noqa: F401 (re-export)
 from memlab.known_keys import check_overrides
 from memlab.model_use import check_model_override
-from memlab.plan import experiment_defaults, make_plan  # noqa: F401 (re-export)
+from memlab.plan import make_plan
 from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
 from memlab.run_lock import per_run_key
 from memlab.wandb_log import check_logger, log_wandb
