@@ -141,20 +141,36 @@ def target_nodes(cfg) -> list[dict]:
 
 
 def preset(name: str, paths: Mapping, numerics: Mapping | None = None) -> dict:
-    """The node of ``conf/model/<name>.yaml`` composed by Hydra, resolved against a run's ``paths`` and numeric path
-    (``numerics``; default: the one this process was pinned to — a preset's dtype follows it)."""
+    """The node of ``conf/model/<name>.yaml`` (over the presets its ``defaults`` list names, as Hydra merges them),
+    resolved against a run's ``paths`` and numeric path (``numerics``; default: the one this process was pinned to —
+    a preset's dtype follows it). Read from the preset's own files (issue 48: no composition for one preset): the
+    same node as composing ``model=<name> numerics=<profile>`` (tests/core/test_run_plan.py)."""
     from omegaconf import OmegaConf
 
-    from memlab.config import compose
     from memlab.numerics import active
 
     known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
     if name not in known:
         raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
-    composed = compose(overrides=[f"model={name}", f"numerics={(numerics or {}).get('name') or active()}"])
-    scope = {"paths": to_plain(paths), "numerics": to_plain(composed.numerics),
-             "model": OmegaConf.to_container(composed.model, resolve=False)}
+    profile = (numerics or {}).get("name") or active()
+    scope = {"paths": to_plain(paths), "numerics": read_yaml(CONF_DIR / "numerics" / f"{profile}.yaml") or {},
+             "model": preset_node(name)}
     return to_plain(OmegaConf.create(scope).model)
+
+
+def preset_node(name: str, seen: tuple[str, ...] = ()) -> dict:
+    """``conf/model/<name>.yaml`` unresolved, merged over the presets its ``defaults`` list names (``_self_`` where
+    it stands in that list, else last: Hydra's order)."""
+    from omegaconf import OmegaConf
+
+    if name in seen:
+        raise ConfigError(f"conf/model/{name}.yaml: its defaults list names itself ({' → '.join([*seen, name])})")
+    spec = read_yaml(CONF_DIR / "model" / f"{name}.yaml") or {}
+    defaults = [d for d in spec.pop("defaults", None) or [] if isinstance(d, str)]
+    if "_self_" not in defaults:
+        defaults.append("_self_")
+    parts = [spec if d == "_self_" else preset_node(d, (*seen, name)) for d in defaults]
+    return OmegaConf.to_container(OmegaConf.merge(*parts), resolve=False)
 
 
 def tested_models(resolved_cfg: Mapping) -> dict[str, str]:

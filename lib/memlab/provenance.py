@@ -114,12 +114,13 @@ def debian_versions() -> dict[str, str]:
     return {p: found.get(p, "not installed") for p in DEBIAN_DATA}
 
 
-def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
+def model_hashes(cfg: Mapping, root: str, plan=None) -> dict[str, str]:
     """Each model the run used: the pipeline's own models by their content hash as ``dvc.lock`` records it; in a run
     with models under test (``models``, memlab.model_use) those models replace the experiment's pretrained defaults —
     each by name: its dvc.lock hash when it is a pipeline model, else ``sha256:<12 hex>`` of its weight files (a
     GGUF file or HF folder given by path), or ``served <model id> at <url> (<what the server reports>)`` (see
-    :func:`_served_identity`) — beside the zoo checkpoints it requires."""
+    :func:`_served_identity`) — beside the zoo checkpoints it requires. ``plan``: the run's
+    :class:`memlab.plan.RunPlan` (its models under test and required folders), else derived from ``cfg``."""
     import yaml
 
     from memlab.model_use import required_models, target_nodes
@@ -129,9 +130,12 @@ def model_hashes(cfg: Mapping, root: str) -> dict[str, str]:
     if lock.exists():
         for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values():
             outs.update({o["path"]: o.get("md5", "") for o in stage.get("outs") or []})
-    tested = target_nodes(cfg) if cfg.get("models") is not None else []
+    if plan is not None:
+        tested, required = list(plan.tested), list(plan.required)
+    else:
+        tested, required = target_nodes(cfg) if cfg.get("models") is not None else [], required_models(cfg)
     out = {}
-    for path in required_models(cfg):
+    for path in required:
         rel = portable(str(path), root).rstrip("/")
         if tested and not rel.startswith("models/tiny-neox/"):
             continue  # a pretrained default: the models under test say what ran
@@ -214,22 +218,27 @@ def _served_dtype(node: Mapping) -> str:
     return f"{kind} (the served GGUF's file type)" if kind else "unknown (served)"
 
 
-def _served_nodes(cfg: Mapping) -> list[Mapping]:
-    """The served models a run tests (their kind is ``served``: :mod:`memlab.backends.registry`)."""
+def _served_nodes(cfg: Mapping, plan=None) -> list[Mapping]:
+    """The served models a run tests (their kind is ``served``: :mod:`memlab.backends.registry`), from the run's
+    plan when given."""
     if cfg.get("models") is None:
         return []
     from memlab.backends.registry import is_served
     from memlab.model_use import target_nodes
 
-    return [n for n in target_nodes(cfg) if is_served(n)]
+    return [n for n in (plan.tested if plan is not None else target_nodes(cfg)) if is_served(n)]
 
 
-def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> dict:
-    """``run.json``: when the run started and how long it took, and its provenance (module docstring)."""
+def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float, plan=None) -> dict:
+    """``run.json``: when the run started and how long it took, and its provenance (module docstring); the models,
+    threads and dtypes from the run's plan (:class:`memlab.plan.RunPlan`) when given, else derived from ``cfg``."""
     root = str(cfg["paths"]["root"])
     profile = numerics.load_profile(cfg["numerics"]["name"])
-    threads, dtypes, described = dict(required_threads(cfg)), required_dtypes(cfg), numerics.describe(profile)
-    served = _served_nodes(cfg)
+    if plan is not None:
+        threads, dtypes = dict(plan.threads), dict(plan.dtypes)
+    else:
+        threads, dtypes = dict(required_threads(cfg)), required_dtypes(cfg)
+    described, served = numerics.describe(profile), _served_nodes(cfg, plan)
     for node in served:   # a server computes in its own dtype (Q4_1, ...) on its own threads: it says no thread
         threads[node["name"]], dtypes[node["name"]] = "unknown (served)", _served_dtype(node)
     if served:            # nor on which kernels: never claim machine independence for a served model's numbers
@@ -238,6 +247,6 @@ def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float) -> 
             "seconds": round(time.time() - t0, 1), "key": cfg["run"]["key"], "seed": cfg.get("seed"),
             **checkout_state(root), "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
             "numerics": {**described, "threads": threads, "dtypes": dtypes},
-            "packages": package_versions(), "debian": debian_versions(), "models": model_hashes(cfg, root)}
+            "packages": package_versions(), "debian": debian_versions(), "models": model_hashes(cfg, root, plan)}
     (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info

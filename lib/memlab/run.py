@@ -24,15 +24,15 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from memlab import numerics, preflight
-from memlab.config import CONF_DIR, check_experiment, compose
-from memlab.errors import ConfigError, MemlabError
+from memlab.config import CONF_DIR
+from memlab.errors import MemlabError
 from memlab.keys import NON_RESULT_KEYS, run_key  # noqa: F401 (re-export)
 from memlab.known_keys import check_overrides
 from memlab.model_use import check_model_override
+from memlab.plan import make_plan
 from memlab.provenance import portable, required_dtypes, settle_notebook, write_run_json  # noqa: F401 (re-export)
 from memlab.run_lock import per_run_key
 from memlab.wandb_log import check_logger, log_wandb
-from memlab.schema import check_like_defaults, validate_tree
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "WANDB_MODE": "offline", "DVC_NO_ANALYTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -42,41 +42,32 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_
 def execute(cfg: DictConfig, key: str, overrides: list[str] | None = None) -> Path:
     """Run one experiment for an already composed config; returns the run folder.
 
+    The config is resolved once into the run's plan (:func:`memlab.plan.make_plan`), which everything below reads.
     The run writes into ``results/<exp>/.<key>.partial/`` and that folder replaces ``results/<exp>/<key>/``
     only when the notebook succeeded, so a failed or killed run never destroys the previous good result. A
     failed run's folder (executed notebook + html) is kept as ``<key>.failed/`` beside it; a killed run's
     partial folder is picked up again by the next run of the same key (RECAP resumes its events from it).
     ``overrides``: the command line's overrides, when known (the runner), so the experiment's defaults need no
-    second composition (:func:`experiment_defaults`).
+    second composition (:func:`memlab.plan.experiment_defaults`).
     """
-    check_experiment(cfg.get("experiment_name"))
     for k, v in OFFLINE_ENV.items():
         os.environ.setdefault(k, v)
-    resolved = _resolve(cfg)
-    validate_tree(resolved)  # every node with a _schema_ is typed and range-checked before any model loads
-    name = resolved["experiment_name"]
-    check_like_defaults(experiment_defaults(name, resolved, overrides), resolved["params"], "params")
-    final = Path(resolved["paths"]["results"]) / name / key
-    work, failed = final.with_name(f".{key}.partial"), final.with_name(f"{key}.failed")
-    resolved["run"] = {"key": key, "out_dir": str(work), "result_dir": str(final)}
-    nb_in = Path(resolved["paths"]["notebooks"]) / resolved["notebook"]
-    if not nb_in.exists():
-        raise ConfigError(f"experiment '{name}' names notebook {nb_in} which does not exist")
-    check_notebook(nb_in, resolved["paths"]["root"])
-    check_logger(resolved.get("logger"))
+    plan = make_plan(cfg, key, overrides)
+    name, work, final, failed, nb_in, root = plan.name, plan.work, plan.final, plan.failed, plan.notebook, plan.root
+    check_notebook(nb_in, root)
+    check_logger(plan.resolved.get("logger"))
     check_loopback()
-    numerics.hand_over(resolved["numerics"]["name"])  # the kernel computes on the run's numeric path
+    numerics.hand_over(plan.numerics)  # the kernel computes on the run's numeric path
     work.mkdir(parents=True, exist_ok=True)
     (work / "metrics.json").unlink(missing_ok=True)  # numbers only from this run
-    root = resolved["paths"]["root"]
-    config_text = portable(OmegaConf.to_yaml(OmegaConf.create(resolved)), root)
+    config_text = portable(OmegaConf.to_yaml(OmegaConf.create(plan.cfg())), root)
     (work / "config.yaml").write_text(config_text)
 
     nb_out = work / nb_in.name
     t0 = time.time()
     print(f"memlab: running {name} [{key}] → {final}", file=sys.stderr)
     try:
-        _papermill(nb_in, nb_out, resolved)
+        _papermill(nb_in, nb_out, plan.cfg())
     except KernelDied as err:  # kept like Ctrl-C: the same command resumes from the partial folder
         raise MemlabError(f"{err}; its partial folder {work} is kept (the same command resumes it) and the "
                           "previous result is untouched") from None
@@ -89,38 +80,15 @@ def execute(cfg: DictConfig, key: str, overrides: list[str] | None = None) -> Pa
         raise MemlabError(f"{err} (executed notebook: {failed / nb_in.name}{kept})") from None
     settle_notebook(nb_out, root)
     _html(nb_out)
-    write_run_json(work, resolved, config_text, t0)
+    write_run_json(work, plan.cfg(), config_text, t0, plan=plan)
     _swap_in(work, final)
     shutil.rmtree(failed, ignore_errors=True)
     metrics = json.loads((final / "metrics.json").read_text()) if (final / "metrics.json").exists() else {}
-    if resolved.get("logger"):
-        log_wandb(resolved, final, metrics)
+    if plan.resolved.get("logger"):
+        log_wandb(plan.cfg(), final, metrics)
     print(f"memlab: {name} [{key}] done in {time.time() - t0:.0f}s; {len(metrics)} metrics in "
           f"{final / 'metrics.json'}", file=sys.stderr)
     return final
-
-
-
-def experiment_defaults(name: str, resolved: dict, overrides: list[str] | None = None) -> dict:
-    """The experiment's own ``params`` (conf/ composed with ``experiment=<name>`` and nothing else), which a run's
-    params are checked against — composed only when not already at hand (issue 30: a run reads its config once):
-    a run whose only override is the experiment *is* that composition; the runner's override check
-    (:mod:`memlab.known_keys`) may already have composed it; else (and whenever ``overrides`` is unknown: a direct
-    call of :func:`execute`) one :func:`memlab.config.compose`."""
-    from memlab.known_keys import COMPOSED
-
-    if overrides is not None and all(o.startswith("experiment=") for o in overrides):
-        return resolved["params"]
-    # only the runner's own invocation (overrides given) reuses what its override check composed
-    cfg = COMPOSED.get((f"experiment={name}",)) if overrides is not None else None
-    if cfg is None:
-        return _resolve(compose(name))["params"]
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return OmegaConf.to_container(cfg.params, resolve=True)
-    except OmegaConfBaseException as err:
-        raise ConfigError(f"config does not resolve: {str(err).splitlines()[0]}") from None
 
 
 def _swap_in(work: Path, final: Path) -> None:
@@ -186,17 +154,6 @@ def check_loopback() -> None:
         raise MemlabError(f"cannot connect to 127.0.0.1 ({err.strerror or err}): the notebook kernel talks to the "
                           "runner over the loopback interface; bring it up (`ip link set lo up`) or run outside "
                           "the network namespace that has it down") from None
-
-
-def _resolve(cfg: DictConfig) -> dict:
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        data = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException as err:
-        raise ConfigError(f"config does not resolve: {str(err).splitlines()[0]}") from None
-    data.pop("hydra", None)
-    return data
 
 
 def _without_iri_grammar() -> None:

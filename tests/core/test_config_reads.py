@@ -11,7 +11,8 @@ mode probe and the run), none in the kernel; method and params built once per pr
 override check composes that choice, so the experiment's defaults (the embedded profile, which the run's params are
 checked against) are composed once more — 4 composes; loads and builds as before. With no override but the
 experiment the runner composes only inside @hydra.main (2; before: 3), see
-:func:`test_a_run_with_no_override_composes_no_defaults`.
+:func:`test_a_run_with_no_override_composes_no_defaults`. Issue 48 (the run plan): 3 composes — Hydra's two and
+the override check's one composition of the point, whose params are the defaults the run's are checked against.
 """
 
 import collections
@@ -74,15 +75,16 @@ def _kinds(reads, kind):
     return [r for r in reads if r["kind"] == kind]
 
 
-def test_the_runner_composes_twice_itself_beside_hydra_mains_two_and_the_kernel_never(walk):
+def test_one_composition_per_run_point_beside_hydra_mains_two_and_the_kernel_never(walk):
     runner, kernel = walk
     composes = _kinds(runner, "compose")
     where = sorted(r["where"].split(" < ")[1].split(":")[0] for r in composes)
-    # the override check (memlab.known_keys) composes the experiment with profile=smoke once; @hydra.main composes
-    # twice inside Hydra (Hydra's mode probe, then the run); the experiment's defaults (profile=embedded) are no
-    # composition of the run, so memlab.run.experiment_defaults composes them (config.py); with no group choice
-    # they come from the override check's compose (3 in all)
-    assert where == ["config.py", "hydra.py", "hydra.py", "known_keys.py"], composes
+    # @hydra.main composes twice inside Hydra (Hydra's mode probe, then the run); beside them the point is composed
+    # once: by the override check (memlab.known_keys, the experiment with profile=smoke and no key override), whose
+    # composition is also the defaults the run's params are checked against (memlab.plan.experiment_defaults; before
+    # issue 48 those were composed once more, without profile=smoke: 4 in all). The run plan is resolved from
+    # Hydra's composition, and run.json, W&B and the kernel read it: nothing composes again
+    assert where == ["hydra.py", "hydra.py", "known_keys.py"], composes
     assert _kinds(kernel, "compose") == []   # the kernel gets the resolved config from the runner
 
 
@@ -102,15 +104,23 @@ def test_no_conf_file_is_loaded_twice_in_a_process(walk):
 
 
 def test_a_run_with_no_override_composes_no_defaults(monkeypatch):
-    """``python -m memlab.run experiment=<name>``: the run's params are the experiment's defaults, so no compose."""
-    from memlab import run
+    """``python -m memlab.run experiment=<name>`` (group choices only): the run's params are the point's defaults,
+    so no compose; with a key override, the override check's composition of the point is reused."""
+    from omegaconf import OmegaConf
+
+    from memlab import plan
 
     def no_compose(*a, **k):
         raise AssertionError("composed again")
 
-    monkeypatch.setattr(run, "compose", no_compose)
+    monkeypatch.setattr(plan, "compose", no_compose)
     monkeypatch.setattr("memlab.known_keys.COMPOSED", {})
     resolved = {"params": {"alphas": [0.2, 0.4]}}
-    assert run.experiment_defaults("pearl_epochs", resolved, ["experiment=pearl_epochs"]) is resolved["params"]
-    with pytest.raises(AssertionError, match="composed again"):   # an override that may change params: composed
-        run.experiment_defaults("pearl_epochs", resolved, ["experiment=pearl_epochs", "params.alphas=[0.3]"])
+    for overrides in (["experiment=pearl_epochs"], ["experiment=pearl_epochs", "profile=smoke", "hydra/launcher=ray"]):
+        assert plan.experiment_defaults("pearl_epochs", resolved, overrides) is resolved["params"]
+    with pytest.raises(AssertionError, match="composed again"):   # no composition of the point at hand: composed
+        plan.experiment_defaults("pearl_epochs", resolved, ["experiment=pearl_epochs", "params.alphas=[0.3]"])
+    point = OmegaConf.create({"params": {"alphas": [0.1]}})
+    monkeypatch.setattr("memlab.known_keys.COMPOSED", {("experiment=pearl_epochs", "profile=smoke"): point})
+    overrides = ["experiment=pearl_epochs", "profile=smoke", "params.alphas=[0.3]"]
+    assert plan.experiment_defaults("pearl_epochs", resolved, overrides) == {"alphas": [0.1]}

@@ -4,7 +4,7 @@ The layers, lowest first, written down only here (docs/architecture.md explains 
 belongs to the layer of the longest prefix below that names it; a module may import its own layer or any lower one.
 
     0 foundations   memlab (the package: pins the numeric path), errors, progress, numerics, keys, gguf_parse,
-                    run_lock, wandb_log, lab, zoo_layout -- import nothing of memlab above themselves
+                    run_lock, wandb_log, lab, zoo_layout, plugins -- import nothing of memlab above themselves
     1 config        config, schema, comparison -- conf/, its typed nodes, the claim rules' registry
     2 parts         data, metrics, backends, plots -- corpora, measures, model backends, figures
     3 model config  model_use, known_keys -- the models a run reads and the keys it knows (they ask the
@@ -14,7 +14,8 @@ belongs to the layer of the longest prefix below that names it; a module may imp
     6 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
                     method never imports another method
     7 audit         audit -- the audit runs the methods
-    8 runner        run, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce, bench, cli
+    8 runner        run, plan, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce,
+                    bench, cli -- plan: one run point resolved once, which the runner reads
     9 presentation  site
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
@@ -36,7 +37,8 @@ ROOT = LIB / "memlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("memlab", "memlab.errors", "memlab.progress", "memlab.numerics", "memlab.keys",
-                     "memlab.gguf_parse", "memlab.run_lock", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout")),
+                     "memlab.gguf_parse", "memlab.run_lock", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout",
+                     "memlab.plugins")),
     ("config", ("memlab.config", "memlab.schema", "memlab.comparison")),
     ("parts", ("memlab.data", "memlab.metrics", "memlab.backends", "memlab.plots")),
     ("model config", ("memlab.model_use", "memlab.known_keys")),
@@ -44,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("study frame", ("memlab.study_run", "memlab.results", "memlab.report")),
     ("methods", ("memlab.methods",)),
     ("audit", ("memlab.audit",)),
-    ("runner", ("memlab.run", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
+    ("runner", ("memlab.run", "memlab.plan", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
                 "memlab.pipeline",
                 "memlab.summary", "memlab.reproduce", "memlab.bench", "memlab.cli")),
     ("presentation", ("memlab.site",)),

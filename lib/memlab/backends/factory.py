@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from memlab.backends.base import Backend
 from memlab.backends.registry import kind_of

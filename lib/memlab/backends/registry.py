@@ -17,14 +17,13 @@ of the package (by name); the build functions import their heavy code (torch) on
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from memlab.backends.base import Backend
 from memlab.errors import ConfigError
+from memlab.plugins import import_all
 
 __all__ = ["BackendKind", "KIND_PACKAGE", "backend_kind", "unregister", "registered", "kind_names", "find_kind",
            "kind_of", "is_served", "has_weights_at_path"]
@@ -75,10 +74,9 @@ def unregister(name: str) -> None:
 
 
 def registered() -> tuple[BackendKind, ...]:
-    """Every registered kind, after importing every module of :data:`KIND_PACKAGE` (in order of module name)."""
-    package = importlib.import_module(KIND_PACKAGE)
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{KIND_PACKAGE}.{module.name}")
+    """Every registered kind, after importing every module of :data:`KIND_PACKAGE` (in order of module name; once
+    per process: :func:`memlab.plugins.import_all`)."""
+    import_all(KIND_PACKAGE)
     return tuple(_KINDS.values())
 
 
@@ -88,7 +86,11 @@ def kind_names() -> tuple[str, ...]:
 
 def find_kind(name: Any) -> BackendKind | None:
     """The registered kind called ``name``; None for any other value (a missing or unknown ``model.backend``)."""
-    return {k.name: k for k in registered()}.get(name) if isinstance(name, str) else None
+    if not isinstance(name, str):
+        return None
+    if name not in {k.name for k in registered()}:
+        import_all(KIND_PACKAGE, again=True)   # a module added since the package was imported
+    return _KINDS.get(name)
 
 
 def kind_of(node: Mapping[str, Any]) -> BackendKind:

@@ -36,9 +36,7 @@ For detection (:mod:`memlab.metrics.detection`, which expects HIGHER = more like
 
 from __future__ import annotations
 
-import importlib
 import math
-import pkgutil
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from memlab.backends.base import TokenScores
+from memlab.plugins import import_all
 
 __all__ = ["MiaScore", "MiaScores", "mia_score", "registered", "score_names", "judged_names", "member_scores",
            "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp"]
@@ -158,10 +157,9 @@ def unregister(name: str) -> None:
 
 
 def registered() -> tuple[MiaScore, ...]:
-    """Every registered score, in registration order, after importing every module of :data:`SCORE_PACKAGE`."""
-    package = importlib.import_module(SCORE_PACKAGE)
-    for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{SCORE_PACKAGE}.{module.name}")
+    """Every registered score, in registration order, after importing every module of :data:`SCORE_PACKAGE` (once
+    per process: :func:`memlab.plugins.import_all`)."""
+    import_all(SCORE_PACKAGE)
     return tuple(_REGISTRY.values())
 
 
