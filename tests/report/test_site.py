@@ -198,6 +198,29 @@ def test_no_machine_path_in_our_pages_or_their_archive(site, sitecheck):
     assert not sitecheck.path_hits(pages, needles)
     ours = {p.relative_to(index.parent.parent).as_posix() for p in pages}
     assert not [h for h in sitecheck.archive_hits(archive, needles) if h.split(":")[0] in ours]
+    # the copied run files too: the real run's config.yaml names its zoo and cache under pytest's /tmp folder
+    copied = [p for p in index.parent.rglob("*") if p.suffix in (".json", ".yaml", ".csv", ".html")]
+    assert any(p.name == "config.yaml" for p in copied)
+    assert not sitecheck.path_hits(copied, needles)
+
+
+def test_a_path_outside_the_checkout_keeps_only_its_last_component(tmp_path):
+    """A GGUF given as model.path, the user's cache, the file a server reported: cut to …/<name> in every text
+    file; URLs, relative links, fractions and the checkout's own paths (made relative) are kept."""
+    from memlab.config import repo_root
+    from memlab.site.build import no_machine_paths
+
+    root = repo_root()
+    (tmp_path / "run.json").write_text(json.dumps({"models": {"llama-cpp": (
+        "served local at http://127.0.0.1:8080/v1 (server lists /srv/models/SmolLM2.Q4_1.gguf; file "
+        f"{tmp_path}/gguf/SmolLM2.Q4_1.gguf)")}}))
+    (tmp_path / "config.yaml").write_text(f"model:\n  path: /home/someone/m.gguf\npaths:\n  results: {root}/results\n")
+    (tmp_path / "run.html").write_text('<td>4/10 · 0.5 tok/s · <a href="../x/run.html">x</a></td>')
+    no_machine_paths(tmp_path, root)
+    assert "served local at http://127.0.0.1:8080/v1 (server lists …/SmolLM2.Q4_1.gguf; file …/SmolLM2.Q4_1.gguf)" in (
+        tmp_path / "run.json").read_text()
+    assert (tmp_path / "config.yaml").read_text() == "model:\n  path: …/m.gguf\npaths:\n  results: results\n"
+    assert (tmp_path / "run.html").read_text() == '<td>4/10 · 0.5 tok/s · <a href="../x/run.html">x</a></td>'
 
 
 def test_site_holds_only_run_outputs(site, sitecheck):

@@ -49,6 +49,26 @@ def _deviation_pages(conf: Path, work: Path, titles: dict) -> str:
     return " · ".join(links) or '<span class="muted">none listed (conf/deviations/)</span>'
 
 
+# an absolute path outside the checkout (a GGUF, a cache, a server's file): not after a word, a dot, a colon (a URL)
+# or a slash; it keeps its last component
+ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])/(?:[\w.@+-]+/)+([\w.@+-]+)")
+TEXT_SUFFIXES = (".html", ".json", ".yaml", ".csv")
+
+
+def no_machine_paths(site: Path, root: Path) -> None:
+    """Every text file of the site without a machine path: the checkout's made relative, any other absolute path
+    cut to ``…/<its last component>`` (a model file outside the checkout, the user's cache, what a server reported);
+    a shared report names no folder of the machine it was made on."""
+    from memlab.provenance import portable
+
+    for p in sorted(site.rglob("*")):
+        if p.is_file() and p.suffix in TEXT_SUFFIXES:
+            text = p.read_text(encoding="utf-8")
+            clean = ABSOLUTE_PATH.sub(r"…/\1", portable(text, str(root.resolve())))
+            if clean != text:
+                p.write_text(clean, encoding="utf-8")
+
+
 def _write_site(results: Path, work: Path, root: Path, checkout: Checkout) -> list[Run]:
     runs = [read_run(results, name) for name in experiments(results)]
     titles = paper_titles(root / "conf")
@@ -86,6 +106,7 @@ def build(results: Path, out: Path, root: Path | None = None) -> tuple[Path, Pat
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     runs = _write_site(results, work, root, checkout)
+    no_machine_paths(work, root)
     if out.exists():
         if not (out / "index.html").exists() and any(out.iterdir()):
             shutil.rmtree(work, ignore_errors=True)
