@@ -215,12 +215,14 @@ def test_a_path_outside_the_checkout_keeps_only_its_last_component(tmp_path):
         "served local at http://127.0.0.1:8080/v1 (server lists /srv/models/SmolLM2.Q4_1.gguf; file "
         f"{tmp_path}/gguf/SmolLM2.Q4_1.gguf)")}}))
     (tmp_path / "config.yaml").write_text(f"model:\n  path: /home/someone/m.gguf\npaths:\n  results: {root}/results\n")
-    (tmp_path / "run.html").write_text('<td>4/10 · 0.5 tok/s · <a href="../x/run.html">x</a></td>')
+    inline = ('<img src="data:image/png;base64,iVBORw0KGgo+/9j/4AAQSk+/Zm9v/YmFy=">'   # base64 holds "+/x/y"
+              '<img src="data:image/jpeg;base64,/9j/4AAQSkZJRg/AB/Cg==">')        # and may start with "/x/y"
+    (tmp_path / "run.html").write_text(f'<td>4/10 · 0.5 tok/s · <a href="../x/run.html">x</a></td>{inline}')
     no_machine_paths(tmp_path, root)
     assert "served local at http://127.0.0.1:8080/v1 (server lists …/SmolLM2.Q4_1.gguf; file …/SmolLM2.Q4_1.gguf)" in (
         tmp_path / "run.json").read_text()
     assert (tmp_path / "config.yaml").read_text() == "model:\n  path: …/m.gguf\npaths:\n  results: results\n"
-    assert (tmp_path / "run.html").read_text() == '<td>4/10 · 0.5 tok/s · <a href="../x/run.html">x</a></td>'
+    assert (tmp_path / "run.html").read_text() == f'<td>4/10 · 0.5 tok/s · <a href="../x/run.html">x</a></td>{inline}'
 
 
 def test_site_holds_only_run_outputs(site, sitecheck):

@@ -49,10 +49,14 @@ def _deviation_pages(conf: Path, work: Path, titles: dict) -> str:
     return " · ".join(links) or '<span class="muted">none listed (conf/deviations/)</span>'
 
 
-# an absolute path outside the checkout (a GGUF, a cache, a server's file): not after a word, a dot, a colon (a URL)
-# or a slash; it keeps its last component
-ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])/(?:[\w.@+-]+/)+([\w.@+-]+)")
+# an absolute path outside the checkout (a GGUF, a cache, a server's file): not after a word, a dot, a colon (a URL),
+# a slash, or base64's + and =; a data: URI (a notebook's inline image) is matched first and kept whole
+ABSOLUTE_PATH = re.compile(r"(data:[^\s\"')<>]+)|(?<![\w.:/~+=-])/(?:[\w.@+-]+/)+([\w.@+-]+)")
 TEXT_SUFFIXES = (".html", ".json", ".yaml", ".csv")
+
+
+def _cut(m: re.Match) -> str:
+    return m.group(1) or f"…/{m.group(2)}"
 
 
 def no_machine_paths(site: Path, root: Path) -> None:
@@ -64,7 +68,7 @@ def no_machine_paths(site: Path, root: Path) -> None:
     for p in sorted(site.rglob("*")):
         if p.is_file() and p.suffix in TEXT_SUFFIXES:
             text = p.read_text(encoding="utf-8")
-            clean = ABSOLUTE_PATH.sub(r"…/\1", portable(text, str(root.resolve())))
+            clean = ABSOLUTE_PATH.sub(_cut, portable(text, str(root.resolve())))
             if clean != text:
                 p.write_text(clean, encoding="utf-8")
 
