@@ -67,10 +67,10 @@ def no_machine_paths(site: Path, root: Path) -> None:
 
     for p in sorted(site.rglob("*")):
         if p.is_file() and p.suffix in TEXT_SUFFIXES:
-            text = p.read_text(encoding="utf-8")
+            text = p.read_bytes().decode("utf-8", "surrogateescape")   # a damaged file keeps its bytes
             clean = ABSOLUTE_PATH.sub(_cut, portable(text, str(root.resolve())))
             if clean != text:
-                p.write_text(clean, encoding="utf-8")
+                p.write_bytes(clean.encode("utf-8", "surrogateescape"))
 
 
 def _write_site(results: Path, work: Path, root: Path, checkout: Checkout) -> list[Run]:
