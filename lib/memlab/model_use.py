@@ -166,7 +166,11 @@ def preset_node(name: str, seen: tuple[str, ...] = ()) -> dict:
     if name in seen:
         raise ConfigError(f"conf/model/{name}.yaml: its defaults list names itself ({' → '.join([*seen, name])})")
     spec = read_yaml(CONF_DIR / "model" / f"{name}.yaml") or {}
-    defaults = [d for d in spec.pop("defaults", None) or [] if isinstance(d, str)]
+    defaults = list(spec.pop("defaults", None) or [])
+    other = [d for d in defaults if not isinstance(d, str)]
+    if other:   # read from the files, not composed: an entry that is no preset name would be lost without a word
+        raise ConfigError(f"conf/model/{name}.yaml: its defaults list holds {other[0]!r}; a model preset's defaults "
+                          "name only other presets of conf/model/ (or _self_)")
     if "_self_" not in defaults:
         defaults.append("_self_")
     parts = [spec if d == "_self_" else preset_node(d, (*seen, name)) for d in defaults]

@@ -201,25 +201,36 @@ class _Reader:
         raise ValueError(f"unknown value type {kind} in its header")
 
 
+def _header_keys(f, r: _Reader):
+    """Read a GGUF's magic, version and counts, then its key/value pairs: (the tensors' count, a generator of
+    (key, value) — arrays read past, None). Raises ValueError (not a GGUF, a garbled header) or :class:`_Cut`."""
+    if f.read(4) != b"GGUF":
+        raise ValueError("its first bytes are not the GGUF magic")
+    version = r.unpack("I")
+    if version not in (1, 2, 3):
+        raise ValueError(f"GGUF version {version} unknown (garbled header)")
+    count = "I" if version == 1 else "Q"
+    n_tensors, n_kv = r.unpack(count), r.unpack(count)
+    if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
+        raise ValueError(f"its header claims {n_tensors} tensors and {n_kv} keys (garbled)")
+
+    def pairs():
+        for _ in range(n_kv):
+            key, kind = r.string(), r.unpack("I")
+            yield key, r.value(kind)
+
+    return n_tensors, pairs()
+
+
 def gguf_extent(path: Path) -> tuple[int, int]:
     """(bytes the GGUF's header declares it holds: header + aligned tensor data, the file's size). Raises ValueError
     (not a GGUF, a garbled header) or :class:`_Cut` (the file ends inside its header)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         r = _Reader(f, size)
-        if f.read(4) != b"GGUF":
-            raise ValueError("its first bytes are not the GGUF magic")
-        version = r.unpack("I")
-        if version not in (1, 2, 3):
-            raise ValueError(f"GGUF version {version} unknown (garbled header)")
-        count = "I" if version == 1 else "Q"
-        n_tensors, n_kv = r.unpack(count), r.unpack(count)
-        if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
-            raise ValueError(f"its header claims {n_tensors} tensors and {n_kv} keys (garbled)")
+        n_tensors, pairs = _header_keys(f, r)
         alignment = 32
-        for _ in range(n_kv):
-            key, kind = r.string(), r.unpack("I")
-            value = r.value(kind)
+        for key, value in pairs:
             if key == "general.alignment" and isinstance(value, int) and value > 0:
                 alignment = value
         data_end = 0
@@ -241,24 +252,18 @@ def gguf_file_type(path: Path) -> str | None:
     file is no readable GGUF or names none (only the header's keys are read, arrays skipped)."""
     try:
         with open(path, "rb") as f:
-            r = _Reader(f, path.stat().st_size)
-            if f.read(4) != b"GGUF" or (version := r.unpack("I")) not in (1, 2, 3):
-                return None
-            count = "I" if version == 1 else "Q"
-            r.unpack(count)
-            for _ in range(min(r.unpack(count), _MAX_COUNT)):
-                key, kind = r.string(), r.unpack("I")
-                value = r.value(kind)
-                if key == "general.file_type" and isinstance(value, int):
-                    from gguf.constants import LlamaFileType
-
-                    try:
-                        return LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-                    except ValueError:
-                        return f"file type {value}"
+            _, pairs = _header_keys(f, _Reader(f, path.stat().st_size))
+            value = next((v for k, v in pairs if k == "general.file_type"), None)
     except (OSError, ValueError, _Cut, struct.error):
         return None
-    return None
+    if not isinstance(value, int):
+        return None
+    from gguf.constants import LlamaFileType
+
+    try:
+        return LlamaFileType(value).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except ValueError:
+        return f"file type {value}"
 
 
 def _tensor_bytes(kind: int, dims: list[int]) -> int:

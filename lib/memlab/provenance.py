@@ -114,13 +114,14 @@ def debian_versions() -> dict[str, str]:
     return {p: found.get(p, "not installed") for p in DEBIAN_DATA}
 
 
-def model_hashes(cfg: Mapping, root: str, plan=None) -> dict[str, str]:
+def model_hashes(cfg: Mapping, root: str, plan=None, asked: Mapping[str, dict] | None = None) -> dict[str, str]:
     """Each model the run used: the pipeline's own models by their content hash as ``dvc.lock`` records it; in a run
     with models under test (``models``, memlab.model_use) those models replace the experiment's pretrained defaults —
     each by name: its dvc.lock hash when it is a pipeline model, else ``sha256:<12 hex>`` of its weight files (a
     GGUF file or HF folder given by path), or ``served <model id> at <url> (<what the server reports>)`` (see
     :func:`_served_identity`) — beside the zoo checkpoints it requires. ``plan``: the run's
-    :class:`memlab.plan.RunPlan` (its models under test and required folders), else derived from ``cfg``."""
+    :class:`memlab.plan.RunPlan` (its models under test and required folders), else derived from ``cfg``;
+    ``asked``: what each served model's server already reported for this run.json, by model name."""
     import yaml
 
     from memlab.model_use import required_models, target_nodes
@@ -142,15 +143,15 @@ def model_hashes(cfg: Mapping, root: str, plan=None) -> dict[str, str]:
         family = "/".join(rel.split("/")[:3]) if rel.startswith("models/tiny-neox/") else rel
         out[rel] = outs.get(family) or outs.get(rel) or "not in dvc.lock"
     for node in tested:
-        out[node["name"]] = _model_identity(node, root, outs)
+        out[node["name"]] = _model_identity(node, root, outs, (asked or {}).get(node["name"]))
     return out
 
 
-def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
+def _model_identity(node: Mapping, root: str, outs: Mapping[str, str], ident: dict | None = None) -> str:
     from memlab.backends.registry import is_served
 
     if is_served(node):
-        return _served_identity(node)
+        return _served_identity(node, ident)
     if not node.get("path"):
         return f"unknown: backend {node.get('backend')} reads no weights from a path"
     path = Path(str(node["path"]))
@@ -165,15 +166,15 @@ def _model_identity(node: Mapping, root: str, outs: Mapping[str, str]) -> str:
     return "sha256:" + weights_revision(folder, gguf)
 
 
-def _served_identity(node: Mapping) -> str:
+def _served_identity(node: Mapping, ident: dict | None = None) -> str:
     """A served model as its server reports it when run.json is written: ``served <model id> at <url>``, then the
     user's revision and what the server names (the model id it lists, the file it serves and that file's sha256 when
     readable here, llama-server's size/parameters, vLLM's root), or that it names no weights; only the first part
-    when the server does not answer."""
+    when the server does not answer. ``ident``: the server's report when already asked (else asked here)."""
     from memlab.backends.identity import names_weights, served_file
 
     head = f"served {node.get('model_id')} at {node.get('base_url')}"
-    ident = _ask_server(node)
+    ident = _ask_server(node) if ident is None else ident
     served, server = ident.get("served") or {}, ident.get("server") or {}
     parts = [f"revision {node['revision']}"] if node.get("revision") else []
     if served.get("id") is not None:
@@ -206,14 +207,14 @@ def _ask_server(node: Mapping) -> dict:
         return {}
 
 
-def _served_dtype(node: Mapping) -> str:
+def _served_dtype(node: Mapping, ident: dict | None = None) -> str:
     """The weights' type a served model computes in, as far as its server shows it: the type in the header of the
     GGUF it names when that file is readable here (``Q4_1 (the served GGUF's file type)``), else "unknown
-    (served)"."""
+    (served)"; ``ident``: the server's report when already asked (else asked here)."""
     from memlab.backends.identity import served_file
     from memlab.preflight import gguf_file_type
 
-    path = served_file(_ask_server(node))
+    path = served_file(_ask_server(node) if ident is None else ident)
     kind = gguf_file_type(Path(path)) if path else None
     return f"{kind} (the served GGUF's file type)" if kind else "unknown (served)"
 
@@ -239,14 +240,15 @@ def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float, pla
     else:
         threads, dtypes = dict(required_threads(cfg)), required_dtypes(cfg)
     described, served = numerics.describe(profile), _served_nodes(cfg, plan)
+    asked = {node["name"]: _ask_server(node) for node in served}   # each server asked once (a report hashes its file)
     for node in served:   # a server computes in its own dtype (Q4_1, ...) on its own threads: it says no thread
-        threads[node["name"]], dtypes[node["name"]] = "unknown (served)", _served_dtype(node)
+        threads[node["name"]], dtypes[node["name"]] = "unknown (served)", _served_dtype(node, asked[node["name"]])
     if served:            # nor on which kernels: never claim machine independence for a served model's numbers
         described["machine_independent"] = "unknown (served models)"
     info = {"started": datetime.fromtimestamp(t0, tz=timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(time.time() - t0, 1), "key": cfg["run"]["key"], "seed": cfg.get("seed"),
             **checkout_state(root), "config_sha256": hashlib.sha256(config_text.encode()).hexdigest(),
             "numerics": {**described, "threads": threads, "dtypes": dtypes},
-            "packages": package_versions(), "debian": debian_versions(), "models": model_hashes(cfg, root, plan)}
+            "packages": package_versions(), "debian": debian_versions(), "models": model_hashes(cfg, root, plan, asked)}
     (out_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info

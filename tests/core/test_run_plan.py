@@ -77,3 +77,19 @@ def test_run_json_reads_the_plan(monkeypatch, tmp_path):
     info = memlab.provenance.write_run_json(tmp_path, plan.cfg(), "x", 0.0, plan=plan)
     assert info["numerics"]["threads"] == dict(plan.threads)
     assert set(info["models"]) == {n["name"] for n in plan.tested}
+
+
+def test_a_preset_defaults_entry_that_names_no_preset_is_one_line_not_lost(monkeypatch, tmp_path):
+    """Presets are read from their files, not composed: a defaults entry other than a preset name (a group override)
+    is refused in one line naming the file, never silently dropped; a preset naming itself is refused too."""
+    from memlab import model_use
+    from memlab.errors import ConfigError
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "odd.yaml").write_text("defaults:\n  - override /numerics: native\nbackend: hf\n")
+    (tmp_path / "model" / "loop.yaml").write_text("defaults:\n  - loop\nbackend: hf\n")
+    monkeypatch.setattr(model_use, "CONF_DIR", tmp_path)
+    with pytest.raises(ConfigError, match=r"conf/model/odd.yaml: its defaults list holds .*override /numerics"):
+        model_use.preset_node("odd")
+    with pytest.raises(ConfigError, match="names itself"):
+        model_use.preset_node("loop")

@@ -31,7 +31,8 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["wilson", "clopper_pearson", "mover_contrast", "fisher_p", "paired_sign", "permutation_diff", "sign_flip_p",
-           "sign_flip_min_n", "permutation_min_n", "permutation_exact_p", "least_n", "quantile_ci", "expanded_level", "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
+           "sign_flip_min_n", "permutation_min_n", "permutation_exact_p", "least_n", "quantile_ci", "expanded_level",
+           "holm", "n_to_decide", "wilson_n_to_decide", "z_of"]
 
 
 def z_of(level: float) -> float:

@@ -18,6 +18,7 @@ import numpy as np
 from memlab.comparison import Check, Claim, Finding, claim_level, combine, decide, full_command, rule, untestable
 from memlab.metrics.bootstrap import paired_bootstrap, resample_indices
 from memlab.metrics.intervals import expanded_level, mover_contrast, n_to_decide, quantile_ci
+from memlab.metrics.paired import equivalence
 
 B = 1000
 METRIC = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
@@ -318,10 +319,7 @@ def stages_stable(res, claim: Claim) -> Finding:
         stages = list(st)[1:]
         out[c] = (*_paired(st[stages[-1]], st[stages[0]], _seed(res), claim_level(claim, 2)), len(st[stages[0]]))
 
-    def verdict(ci):
-        return "reproduced" if -m < ci[0] and ci[1] < m else "contradicted" if ci[0] > m or ci[1] < -m else "inconclusive"
-
-    verdicts = [verdict(ci) for _, ci, _ in out.values()]
+    verdicts = [equivalence(ci, m) for _, ci, _ in out.values()]
     big = max(out, key=lambda c: abs(out[c][0]))
     needs = [n_to_decide(abs(d), (abs(d) - (ci[1] - ci[0]) / 2, abs(d) + (ci[1] - ci[0]) / 2), n, m)
              for (d, ci, n), v in zip(out.values(), verdicts) if v == "inconclusive"]
