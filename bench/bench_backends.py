@@ -18,6 +18,11 @@ speed ratios, greedy outputs identical (count), mean |Δ log-prob| per token and
 log-prob (bf16 vs fp32), and whether a second bf16 pass gives identical token ids and log-probs (determinism).
 This is what sets the pretrained models' ``dtype`` (bf16 matrix units: AMX on this CPU).
 
+``kv_cache`` (a PEARL zoo model, pearl/m if built, else the first tiny GPT-NeoX): 64 distinct prompts (200 words of
+licence text each) × 128 greedy new tokens in one batch, decoded with transformers' DynamicCache, which grows by
+concatenation (what generation used before), and with the in-place cache (``memlab.backends.hf_kv``), alternating;
+median seconds of each, their ratio, and whether the tokens are identical (they must be).
+
 ``quick``: every section on the test suite's micro GPT-NeoX with fewer prompts, one output-layer shape — the code
 paths in seconds, not numbers to compare.
 """
@@ -223,7 +228,52 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
         "batch_sizes": {} if model_path else _batch_sizes(quick),
         "dtypes": {} if model_path else _dtypes(quick),
         "output_layer": _output_layer(quick),
+        "kv_cache": {} if model_path else _kv_cache(quick),
     }
+
+
+def _zoo_model() -> tuple[str, dict]:
+    """pearl/m of the zoo if built, else any built tiny GPT-NeoX, else the test micro model."""
+    catalog = _catalog()
+    built = sorted(p.parent for p in (Path(catalog.paths["models"]) / "tiny-neox").glob("*/*/final/config.json"))
+    for t in sorted(built, key=lambda t: (t.parent.parent.name, t.parent.name) != ("pearl", "m")):
+        name = f"tiny-neox/{t.parent.parent.name}/{t.parent.name}"
+        return name, {**catalog.template, "name": name, "path": str(t), "revision": "auto"}
+    return _micro()
+
+
+def _kv_cache(quick: bool) -> dict:
+    """The growing DynamicCache vs the in-place cache on one batch of distinct prompts (module doc)."""
+    import statistics
+
+    from transformers import DynamicCache
+
+    from memlab.backends import hf
+    from memlab.backends.base import GenerationRequest
+    from memlab.backends.factory import build_backend
+
+    rows, words, new, repeats = (8, 40, 16, 2) if quick else (64, 200, 128, 3)
+    name, node = _micro() if quick else _zoo_model()
+    backend = build_backend({**node, "threads": 1, "batch_size": rows, "kv_cache": "dynamic", "dtype": "float32"})
+    reqs = [GenerationRequest(prompt=p, max_new_tokens=new) for p in _licence_prompts(rows, words)]
+    factories = {"growing": lambda n_layers, capacity: DynamicCache(config=backend.model.config),
+                 "in_place": hf.PreallocatedCache}
+    times: dict[str, list[float]] = {mode: [] for mode in factories}
+    tokens: dict[str, list] = {}
+    try:
+        for _ in range(repeats):
+            for mode, factory in factories.items():
+                hf.PreallocatedCache = factory
+                t0 = time.perf_counter()
+                tokens[mode] = [g.samples[0].token_ids for g in backend.generate(reqs)]
+                times[mode].append(time.perf_counter() - t0)
+    finally:
+        hf.PreallocatedCache = factories["in_place"]
+    growing, in_place = statistics.median(times["growing"]), statistics.median(times["in_place"])
+    return {"model": name, "rows": rows, "prompt_tokens": len(backend.prompt_ids(reqs[0])), "max_new_tokens": new,
+            "growing_s": round(growing, 2), "in_place_s": round(in_place, 2),
+            "in_place_speed": round(growing / in_place, 2),
+            "tokens_identical": tokens["growing"] == tokens["in_place"]}
 
 
 def _output_layer(quick: bool) -> dict:

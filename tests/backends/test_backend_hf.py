@@ -179,11 +179,10 @@ def test_rows_share_the_prefill_of_a_common_prefix(micro_family, kv_cache, monke
 
 def test_grouped_cache_only_where_rows_share_prompts(micro_family):
     """kv_cache: grouped keeps a context once per group only when the batch's distinct contexts are at most half
-    its rows; a batch of distinct prompts (one sample each, as pearl_wild asks) gets the padded dynamic cache, whose
+    its rows; a batch of distinct prompts (one sample each, as pearl_wild asks) gets the padded in-place cache, whose
     single matmul beats a loop over one-row groups. Both come out with the tokens of the dynamic cache."""
-    from transformers import DynamicCache
-
     from memlab.backends.hf_grouped import GroupedCache
+    from memlab.backends.hf_kv import PreallocatedCache
 
     grouped = build_backend({**micro_family.model_cfg, "batch_size": 6, "kv_cache": "grouped"})
     dynamic = build_backend({**micro_family.model_cfg, "batch_size": 6, "kv_cache": "dynamic"})
@@ -201,7 +200,7 @@ def test_grouped_cache_only_where_rows_share_prompts(micro_family):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(type(grouped), "_shared_prefill", recording)
         got = [grouped.generate(reqs) for reqs in (distinct, shared)]
-    assert [type(c) for c in caches] == [DynamicCache, GroupedCache]
+    assert [type(c) for c in caches] == [PreallocatedCache, GroupedCache]
     assert ([[s.token_ids for s in g.samples] for reqs in got for g in reqs]
             == [[s.token_ids for s in g.samples] for reqs in (distinct, shared) for g in dynamic.generate(reqs)])
 

@@ -25,6 +25,7 @@ from memlab.backends.hf_decode import (BUDGET_SPREAD, _common_prefix, _RowBudget
 from memlab.backends.hf_load import (BF16_IF_FAST, TALL_OUTPUT_MAX_ROWS, TALL_OUTPUT_WORDS,  # noqa: F401
                                      _transposed_output_layer, _warn_if_bf16_is_slow, bf16_is_fast, bf16_slowdown,
                                      load_pretrained, locate, resolve_dtype, weights_revision)
+from memlab.backends.hf_kv import PreallocatedCache
 from memlab.backends.jobs import OnDone, PerSampleBackend, SampleJob, SampleResult
 from memlab.backends.score_bos import check_score_bos, without_lead
 from memlab.errors import ConfigError
@@ -214,8 +215,9 @@ class HFBackend(PerSampleBackend):
             from memlab.backends.hf_grouped import grouped_cache
 
             return grouped_cache([context for context, _ in rows], [kv for _, kv in rows], width - 1, max_new)
+        # not transformers' DynamicCache: it copies the whole cache at every step (backends/hf_kv.py)
         batch = (StaticCache(config=self.model.config, max_cache_len=width + max_new) if self.kv_cache == "static"
-                 else DynamicCache(config=self.model.config))
+                 else PreallocatedCache(len(rows[0][1]), width + max_new))
         for i in range(len(rows[0][1])):
             k0, v0 = rows[0][1][i]
             keys = k0.new_zeros((len(rows), k0.shape[1], width - 1, k0.shape[3]))

@@ -8,7 +8,8 @@ class does not know, is refused in one line naming the key. The values' meaning:
 - ``device``: cpu | cuda | auto; ``dtype``: float32 | bfloat16 | float16 | auto | bfloat16_if_fast.
 - ``threads``: torch threads (null = torch's choice); ``batch_size``: rows per generation pass;
   ``score_batch_size``: rows per scoring pass (null = ``batch_size``).
-- ``kv_cache``: dynamic | static | grouped (backends/hf_grouped.py); ``chat_template``: auto | none; ``trust_remote_code``: transformers' flag;
+- ``kv_cache``: dynamic (written in place: backends/hf_kv.py) | static | grouped (backends/hf_grouped.py);
+  ``chat_template``: auto | none; ``trust_remote_code``: transformers' flag;
   ``score_bos``: tokenizer | prepend (backends/score_bos.py).
 """
 
