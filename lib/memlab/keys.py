@@ -13,23 +13,39 @@ NON_RESULT_KEYS = ("experiment", "logger", "cache", "paths", "hydra")
 
 
 def run_key(overrides: list[str] | str) -> str:
-    """A filesystem-safe folder name from the command-line overrides ('default' when none).
-
-    Every override that can change a result is in it (sorted), so the runs of a sweep never collide;
-    ``params.`` is dropped from keys; a path or URL value keeps its last component and a hash (never the directories
-    or the host); a key longer than 160 characters is shortened to a prefix plus a hash of the whole key.
-    """
+    """A filesystem-safe folder name for a run from its command-line overrides ('default' when none):
+    :func:`folder_key` of them."""
     if isinstance(overrides, str):
         overrides = [o for o in overrides.split(",") if o]
-    kept = sorted(o for o in overrides
-                  if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] not in NON_RESULT_KEYS)
+    return folder_key(overrides, empty="default")
+
+
+def sweep_key(overrides: list[str]) -> str:
+    """The folder name of a sweep (``results/<experiment>/sweeps/<key>``) from its command line, swept values and
+    all ('sweep' when none): :func:`folder_key`, the run folders' rule."""
+    return folder_key(overrides, empty="sweep")
+
+
+def folder_key(overrides: list[str], *, empty: str) -> str:
+    """The one naming rule of run and sweep folders. Every override that can change a result is in it (sorted), so
+    the runs of a sweep never collide; launcher flags (``-m``) and the groups of NON_RESULT_KEYS (``hydra/launcher``
+    included) are not; ``params.`` is dropped from keys; a path or URL value keeps its last component and a hash
+    (never the directories or the host); a name longer than 160 characters is shortened to a prefix plus a hash of
+    the whole name."""
+    kept = sorted(o for o in overrides if not o.startswith("-") and _group(o) not in NON_RESULT_KEYS)
     if not kept:
-        return "default"
+        return empty
     key = ",".join(_located(o.removeprefix("params.")) for o in kept)  # params.*: most of a sweep, keys short
     key = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", key)
     if len(key) > 160:
         key = f"{key[:140]}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     return key
+
+
+def _group(override: str) -> str:
+    """The top-level config group or key an override sets (``+model.path=x`` → model, ``hydra/launcher=ray`` →
+    hydra)."""
+    return override.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
 
 
 def _located(override: str) -> str:

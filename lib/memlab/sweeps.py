@@ -23,29 +23,16 @@ The report site (:mod:`memlab.site.sweep_pages`) shows every sweep present.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sys
 from pathlib import Path
 
 from memlab.errors import MemlabError
-from memlab.keys import NON_RESULT_KEYS, expand, experiment_of, run_key
+from memlab.keys import expand, experiment_of, run_key, sweep_key
 from memlab.sweep_effects import point_status
 
 MAX_PANELS = 6  # panels of the sweep figure (varying claims first, then varying metrics): more would not be read
-
-
-def sweep_id(overrides: list[str]) -> str:
-    """A folder name for the sweep from the overrides that can change a result (as the run key keeps them: no
-    experiment, paths, logger, cache or hydra), shortened with a hash when long."""
-    kept = sorted(o for o in overrides
-                  if not o.startswith("-") and o.lstrip("+~").split("=", 1)[0].split(".", 1)[0].split("/", 1)[0]
-                  not in NON_RESULT_KEYS)
-    text = re.sub(r"[^A-Za-z0-9=,._+\-\[\]]", "_", ";".join(kept).replace(";", "__")) or "sweep"
-    if len(text) > 100:
-        text = f"{text[:80]}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    return text
 
 
 def point_row(folder: Path, key: str, values: dict[str, str], since: float | None = None) -> dict:
@@ -83,7 +70,7 @@ def summarize(results: Path, experiment: str, overrides: list[str], idle: list[s
         values = {k: v.split("=", 1)[1] for k, v in ((o.split("=", 1)[0], o) for o in point) if k in swept}
         key = run_key(point)
         rows.append(point_row(results / experiment / key, key, values, since))
-    out = results / experiment / "sweeps" / sweep_id(overrides)
+    out = results / experiment / "sweeps" / sweep_key(overrides)
     out.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows)
     table.to_csv(out / "sweep.csv", index=False)

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from memlab.run import run_key
-from memlab.sweeps import expand, summarize, sweep_id
+from memlab.keys import sweep_key
+from memlab.sweeps import expand, summarize
 
 OVERRIDES = ["experiment=pearl_mia", "params.target_fpr=0.05,0.1,0.2", "params.min_k=0.1,0.2"]
 
@@ -40,13 +41,27 @@ def test_expand_is_hydras_product():
     swept, points = expand(OVERRIDES)
     assert swept == {"params.target_fpr": ["0.05", "0.1", "0.2"], "params.min_k": ["0.1", "0.2"]}
     assert len(points) == 6 and all(p[0] == "experiment=pearl_mia" for p in points)
-    assert sweep_id(OVERRIDES) == "params.min_k=0.1,0.2__params.target_fpr=0.05,0.1,0.2"
+    assert sweep_key(OVERRIDES) == "min_k=0.1,0.2,target_fpr=0.05,0.1,0.2"
+
+
+def test_runs_and_sweeps_are_named_by_one_rule():
+    """A sweep's folder and a run's folder come from one rule: result-free settings (where output goes, the
+    logger, the cache, Hydra's launcher, the -m flag) never enter a name, a path value enters as its last part and
+    a hash, a long name is cut to a prefix and a hash."""
+    point = ["experiment=pearl_mia", "params.min_k=0.2", "model.path=/home/me/ckpt/final", "logger=null"]
+    flags = ["-m", "hydra/launcher=ray", "paths.results=/tmp/elsewhere", "cache=null"]
+    assert run_key(point) == sweep_key(point) == run_key(point + flags) == sweep_key(point + flags)
+    assert run_key(point).startswith("model.path=final-") and run_key(point).endswith(",min_k=0.2")
+    assert "home" not in run_key(point)
+    assert (run_key([]), sweep_key(flags)) == ("default", "sweep")
+    long = [f"params.k{i}=" + "x" * 20 for i in range(12)]
+    assert len(run_key(long)) == len(sweep_key(long)) == 153 and run_key(long) == sweep_key(long)
 
 
 def test_summary_table_figure_and_meta(swept):
     results, points = swept
     out = summarize(results, "pearl_mia", OVERRIDES)
-    assert out == results / "pearl_mia" / "sweeps" / sweep_id(OVERRIDES)
+    assert out == results / "pearl_mia" / "sweeps" / sweep_key(OVERRIDES)
     table = pd.read_csv(out / "sweep.csv")
     assert list(table["run_key"]) == [run_key(p) for p in points]
     assert list(table["ran"]) == [True] * 5 + [False]
@@ -84,7 +99,7 @@ def test_site_shows_the_sweep(swept, tmp_path):
     summarize(results, "pearl_mia", OVERRIDES)
     index, _, _ = build(results, tmp_path / "site" / "report")
     html = index.read_text()
-    sid = sweep_id(OVERRIDES)
+    sid = sweep_key(OVERRIDES)
     assert f'id="sweep-pearl_mia-{sid}"' in html and "sweep.png" in html
     assert 'class="problem">Sweeping' not in html and "No figure:" not in html
     page = index.parent / "pearl_mia" / "sweeps" / sid / "sweep.html"
@@ -100,7 +115,7 @@ def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
     for i, point in enumerate(points):
         _point(results, point, 0.3 + 0.1 * i)
     (out,) = write_sweeps(overrides)
-    assert out == results / "pearl_mia" / "sweeps" / sweep_id(OVERRIDES)
+    assert out == results / "pearl_mia" / "sweeps" / sweep_key(OVERRIDES)
     assert json.loads((out / "sweep.json").read_text())["missing"] == 0
     assert "memlab: sweep summary in" in capsys.readouterr().err
     assert write_sweeps(["experiment=pearl_mia", "params.min_k=0.1"]) == []  # one point: no sweep
@@ -126,7 +141,7 @@ def test_a_sweep_that_changed_nothing_is_a_sentence_on_the_site_not_a_flat_figur
     assert "changed no metric" in capsys.readouterr().err
     index, _, _ = build(results, tmp_path / "site" / "report")
     html = index.read_text()
-    block = html[html.index(f'id="sweep-pearl_mia-{sweep_id(OVERRIDES)}"'):]
+    block = html[html.index(f'id="sweep-pearl_mia-{sweep_key(OVERRIDES)}"'):]
     block = block[:block.index("</div>")]
     assert "<em>No figure: no metric varies with params.target_fpr" in block and "<img" not in block
     assert block.count('class="problem">Sweeping ') == 2
@@ -175,7 +190,7 @@ def test_sweep_summary_is_logged_to_wandb_in_the_experiments_group(swept, tmp_pa
     (offline,) = (tmp_path / "wandb").glob("offline-run-*")
     logged = b"".join(p.read_bytes() for p in offline.rglob("*.wandb"))
     assert b"sweep/table" in logged and b"sweep/figure" in logged
-    assert b"pearl_mia/sweeps/" + sweep_id(OVERRIDES).encode() in logged and b"pearl_mia" in logged
+    assert b"pearl_mia/sweeps/" + sweep_key(OVERRIDES).encode() in logged and b"pearl_mia" in logged
 
 
 SEEDS = ["experiment=memorization_curve", "seed=0,1,2"]
