@@ -193,8 +193,12 @@ class HFBackend(PerSampleBackend):
         if min(len(p) for p in prompts) < 2 or (window and width + 1 >= window):
             return None
         rows: list[tuple[list[int], list[tuple[torch.Tensor, torch.Tensor]]]] = []  # context, per-layer K and V
+        seen: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}  # a context's K and V, once
         for prompt in prompts:
             context = prompt[:-1]
+            if tuple(context) in seen:  # a request's samples: the copy the scan below would also find (its first)
+                rows.append((context, seen[tuple(context)]))
+                continue
             shared, donor = 0, None
             for other, kv in rows:
                 n = _common_prefix(context, other)
@@ -202,6 +206,7 @@ class HFBackend(PerSampleBackend):
                     shared, donor = n, kv
             if shared == len(context):
                 rows.append((context, [(k[:, :, :shared], v[:, :, :shared]) for k, v in donor]))
+                seen[tuple(context)] = rows[-1][1]
                 continue
             cache = DynamicCache(config=self.model.config)
             for i, (k, v) in enumerate(donor or []):
@@ -211,6 +216,7 @@ class HFBackend(PerSampleBackend):
                        position_ids=torch.arange(shared, len(context), device=self.device).unsqueeze(0),
                        past_key_values=cache, use_cache=True, logits_to_keep=1)
             rows.append((context, [(layer.keys, layer.values) for layer in cache.layers]))
+            seen[tuple(context)] = rows[-1][1]
         if self.kv_cache == "grouped" and 2 * len({tuple(context) for context, _ in rows}) <= len(rows):
             from memlab.backends.hf_grouped import grouped_cache
 

@@ -56,9 +56,12 @@ class _RowSampler:
         cdf = torch.cumsum(probs, dim=1)
         u = torch.stack([torch.rand((), generator=self.rows[r][2], dtype=torch.float64) for r in self.sampled])
         picks = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(1), right=True).squeeze(1)
-        picks = picks.clamp(max=probs.shape[1] - 1).tolist()
-        for j, tok in enumerate(picks):
-            while probs[j, tok] == 0 and tok > 0:  # float edge: never pick a masked token
+        picks = picks.clamp(max=probs.shape[1] - 1)
+        masked = (probs.gather(1, picks.unsqueeze(1)).squeeze(1) == 0).tolist()
+        picks = picks.tolist()
+        for j in (j for j, zero in enumerate(masked) if zero):  # float edge: never pick a masked token
+            tok = picks[j]
+            while probs[j, tok] == 0 and tok > 0:
                 tok -= 1
             picks[j] = tok
         rows = self.index.to(scores.device)
