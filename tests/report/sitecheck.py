@@ -16,7 +16,8 @@ WIDTH = 1280  # the summary must not scroll sideways in a window this wide
 def own_pages(site: Path) -> list[Path]:
     """The pages memlab.site writes (not the copied executed-notebook HTML)."""
     pages = [site / "index.html", *site.glob("deviations-*.html"), *site.glob("*/run.html"),
-             *site.glob("*/tables/*.html"), *site.glob("*/sweeps/*/sweep.html")]
+             *site.glob("*/tables/*.html"), *site.glob("*/sweeps/*/sweep.html"), *site.glob("*/runs/*/run.html"),
+             *site.glob("*/runs/*/tables/*.html")]
     return sorted(p for p in pages if p.exists())
 
 

@@ -25,6 +25,7 @@ from memlab.site import build
 
 TIMEOUT_MS = 120_000
 SYNTHETIC = "synthetic_verdicts"
+OTHER_KEY = "alphas=[0.1,0.3],seed=1"   # another run of it: the site lists it and gives it a page
 OLD_AND_NEW = ("reproduced", "contradicted", "inconclusive", "not testable here", "not reproduced", "not comparable")
 COLUMNS = ["claim_id", "paper", "where", "claim", "paper_value", "unit", "our_value", "ci_low", "ci_high", "setting",
            "verdict", "reason"]
@@ -47,6 +48,7 @@ def results(tmp_path_factory, zoo_builder, two_chapter_family):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     _synthetic_run(results / SYNTHETIC / "default", results / "memorization_curve" / "default")
+    _synthetic_run(results / SYNTHETIC / OTHER_KEY, results / "memorization_curve" / "default")  # a run by hand
     return results
 
 
@@ -139,7 +141,8 @@ def test_every_page_link_and_image_in_a_real_browser(site, chromium_browser, sit
     pages = set(found.pages)
     assert {"index.html", f"{SYNTHETIC}/run.html", f"{SYNTHETIC}/tables/comparison.html",
             f"{SYNTHETIC}/tables/other table.html", "memorization_curve/memorization_curve.html",
-            "deviations-003_pearl.html"} <= pages, sorted(pages)
+            "deviations-003_pearl.html", f"{SYNTHETIC}/runs/{OTHER_KEY}/run.html",
+            f"{SYNTHETIC}/runs/{OTHER_KEY}/tables/comparison.html"} <= pages, sorted(pages)
     assert found.images >= 3 and found.links > 30
     assert found.summary_overflow is not None and found.summary_overflow <= 0, found.summary_overflow
 
@@ -176,6 +179,8 @@ def test_index_in_a_real_browser(site, results, chromium_browser):
         assert "made at commit 0000000" in section  # the stale run.json is flagged
         assert "nothing to show" in section and "share flagged vs epoch, n = 6" in section
         assert page.locator(f"#exp-{SYNTHETIC} table.sanity td.bad").count() == 1
+        assert "Other runs (1)" in section and OTHER_KEY in section  # a run by hand reaches the report
+        assert "1 contradicted, 1 inconclusive, 1 not comparable, 1 not testable here, 1 reproduced" in section
         env = page.inner_text("#environment")
         for needle in ("git commit", "working tree", "numpy", "scikit-learn", "data/corpora"):
             assert needle in env, needle

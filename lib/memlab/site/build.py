@@ -11,9 +11,11 @@ from pathlib import Path
 
 from memlab.errors import MemlabError, one_line_errors
 from memlab.site import deviations, sweep_pages
-from memlab.site.data import COPIED, Checkout, Run, experiments, git_state, paper_titles, read_lock, read_run
+from memlab.site.data import (COPIED, Checkout, Run, experiments, finished_folders, git_state, paper_titles, read_lock,
+                              read_run)
 from memlab.site.markup import csv_page, e, href
-from memlab.site.pages import config_page, csv_rows_html, environment_section, experiment_section, index_page, run_page
+from memlab.site.pages import (config_page, csv_rows_html, environment_section, experiment_section, index_page,
+                               other_runs, run_page)
 
 
 def _copy_run(r: Run, dest: Path) -> None:
@@ -73,6 +75,15 @@ def no_machine_paths(site: Path, root: Path) -> None:
                 p.write_bytes(clean.encode("utf-8", "surrogateescape"))
 
 
+def _run_pages(r: Run, site_run: Path, index: Path, checkout: Checkout) -> None:
+    """Copy a run into the site and write its run page, a page per table and its config page."""
+    _copy_run(r, site_run)
+    tables = _table_pages(r, site_run)
+    (site_run / "run.html").write_text(run_page(r, site_run, index, checkout, tables), encoding="utf-8")
+    if (site_run / "config.yaml").exists():
+        (site_run / "config.html").write_text(config_page(r, site_run), encoding="utf-8")
+
+
 def _write_site(results: Path, work: Path, root: Path, checkout: Checkout) -> list[Run]:
     runs = [read_run(results, name) for name in experiments(results)]
     titles = paper_titles(root / "conf")
@@ -82,13 +93,16 @@ def _write_site(results: Path, work: Path, root: Path, checkout: Checkout) -> li
         site_run = None
         if r.folder is not None:
             site_run = work / r.experiment
-            _copy_run(r, site_run)
-            tables = _table_pages(r, site_run)
-            (site_run / "run.html").write_text(run_page(r, site_run, checkout, tables), encoding="utf-8")
-            if (site_run / "config.yaml").exists():
-                (site_run / "config.html").write_text(config_page(r, site_run), encoding="utf-8")
+            _run_pages(r, site_run, index, checkout)
+        others = []  # every other finished run (a run by hand, a sweep's points): a page each, listed under the shown one
+        for folder in finished_folders(results, r.experiment):
+            if folder != r.folder:
+                other = read_run(results, r.experiment, folder)
+                _run_pages(other, work / r.experiment / "runs" / folder.name, index, checkout)
+                others.append(other)
+        listed = other_runs(others, work / r.experiment / "runs", index)
         sweeps = sweep_pages.section(results, r.experiment, work, index)
-        sections.append(experiment_section(r, site_run, index, checkout, sweeps))
+        sections.append(experiment_section(r, site_run, index, checkout, listed + sweeps))
     links = _deviation_pages(root / "conf", work, titles)
     env = environment_section(root, runs, checkout)
     index.write_text(index_page(runs, sections, env, checkout, titles, links), encoding="utf-8")

@@ -107,13 +107,21 @@ def shown_folder(results: Path, experiment: str) -> Path | None:
     default = results / experiment / "default"
     if default.is_dir() or experiment not in experiment_names() or stage_wanted(experiment):
         return default if default.is_dir() else None
-    done = [p for p in (results / experiment).glob("*") if (p / "run.json").is_file() and not p.name.startswith(".")
-            and not p.name.endswith(".failed")]
-    return max(done, key=lambda p: (read_json(p / "run.json").get("started") or "", p.name), default=None)
+    return next(iter(finished_folders(results, experiment)), None)
 
 
-def read_run(results: Path, experiment: str) -> Run:
-    folder = shown_folder(results, experiment)
+def finished_folders(results: Path, experiment: str) -> list[Path]:
+    """Every finished run of ``experiment`` (its run.json written; not a failed run's folder, a partial one or the
+    sweep summaries), newest first."""
+    root = results / experiment
+    done = [p for p in root.iterdir() if (p / "run.json").is_file() and not p.name.startswith(".")
+            and not p.name.endswith(".failed")] if root.is_dir() else []
+    return sorted(done, key=lambda p: (read_json(p / "run.json").get("started") or "", p.name), reverse=True)
+
+
+def read_run(results: Path, experiment: str, folder: Path | None = None) -> Run:
+    """What the site shows of the run in ``folder`` (default: the experiment's shown run, :func:`shown_folder`)."""
+    folder = folder or shown_folder(results, experiment)
     if folder is None:
         return Run(experiment, None)
     run = Run(experiment, folder, key=folder.name)

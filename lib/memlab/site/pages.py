@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections import Counter
 from pathlib import Path
 
 from memlab.provenance import package_versions
@@ -176,6 +177,23 @@ def experiment_section(r: Run, site_run: Path | None, index: Path, checkout: Che
     return "\n".join(out)
 
 
+def other_runs(others: list[Run], runs_dir: Path, index: Path) -> str:
+    """The experiment's other finished runs (by hand, or a sweep's points), newest first: each one's key linking
+    to its run page, when it ran, and its verdicts counted."""
+    if not others:
+        return ""
+    rows = []
+    for r in others:
+        counts = Counter(str(c.get("verdict")) for c in r.claims)
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no claims"
+        page = href(runs_dir / r.folder.name / "run.html", index)
+        rows.append(f'<tr><td><a href="{page}"><code>{e(r.key)}</code></a></td>'
+                    f"<td>{e(when(r.timing.get('started')))}</td><td>{e(verdicts)}</td></tr>")
+    return (f"<h3>Other runs ({len(others)})</h3><p>Besides the run above, these runs of this experiment are in the "
+            "results folder (newest first; each page has its config, tables and figures):</p>"
+            f"<table><tr><th>run</th><th>ran</th><th>verdicts</th></tr>{''.join(rows)}</table>")
+
+
 def checkout_text(checkout: Checkout) -> str:
     if checkout.changed is None:
         return "not a git checkout"
@@ -255,8 +273,9 @@ at 95 % unless its row says it corrects for several tests. <a href="#environment
 
 
 # -- run page ---------------------------------------------------------------------------------------------------
-def run_page(r: Run, site_run: Path, checkout: Checkout, tables_html: dict[str, str]) -> str:
-    """``<exp>/run.html``: provenance, config.yaml, every table inline (collapsible), figures with captions."""
+def run_page(r: Run, site_run: Path, index: Path, checkout: Checkout, tables_html: dict[str, str]) -> str:
+    """``<exp>/run.html`` (another run's: ``<exp>/runs/<key>/run.html``): provenance, config.yaml, every table inline
+    (collapsible), figures with captions."""
     page = site_run / "run.html"
     out = [f"<h1>{e(r.experiment)}: run <code>{e(r.key)}</code></h1>", provenance.section(r, checkout)]
     if (site_run / "config.yaml").exists():
@@ -274,7 +293,7 @@ def run_page(r: Run, site_run: Path, checkout: Checkout, tables_html: dict[str, 
         out.append('<section id="run-figures"><h2>Figures</h2>')
         out += [figure_block(r, p, site_run / "figures" / p.name, page) for p in r.figures]
         out.append("</section>")
-    return shell(f"{r.experiment} — memlab run", "\n".join(out), href(site_run.parent / "index.html", page))
+    return shell(f"{r.experiment} — memlab run", "\n".join(out), href(index, page))
 
 
 def config_page(r: Run, site_run: Path) -> str:
