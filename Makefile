@@ -108,10 +108,11 @@ zoo: setup dvc.yaml
 
 # The suite runs on every core, up to 4 (pytest-xdist; several tests load a pretrained model, ~1 GB each;
 # `make test TEST_WORKERS=1` for one process). worksteal: a worker that runs out of tests takes half of another's
-# queue, so one long file does not leave a core idle.
+# queue, so one long file does not leave a core idle. The 25 slowest tests close its output (where make test's time
+# goes, in every CI log).
 TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 test: setup llama-cpp
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not vendors" tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 -m "not vendors" tests
 
 # The two-vendor test (tests/core/test_numerics_vendors.py): the default path run as an AMD and as an Intel CPU under
 # qemu-user, bytes compared, with the pre-fix path as the control that must differ. ~10 min on 2 cores, so its own
