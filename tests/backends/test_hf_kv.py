@@ -49,6 +49,31 @@ def test_in_place_cache_gives_the_growing_cache_tokens(micro_family, kv_cache, m
     assert len({len(g.samples[0].token_ids) for g in in_place}) > 2
 
 
+def test_a_model_with_sliding_window_layers_keeps_transformers_cache(micro_family, monkeypatch):
+    """Sliding-window layers (Gemma-3's) drop the keys that leave the window: such a model decodes with
+    transformers' DynamicCache, whose layers do that, not the in-place one (here: the micro model told it has a
+    window longer than any of its prompts, so its tokens stay the in-place cache's)."""
+    from transformers import DynamicCache
+
+    from memlab.backends import hf
+
+    backend = build_backend({**micro_family.model_cfg, "batch_size": 8, "kv_cache": "dynamic"})
+    reqs = _requests(micro_family)[:7]
+    in_place = backend.generate(reqs)
+    built: list = []
+    prefill = hf.HFBackend._shared_prefill
+
+    def recording(self, *args):
+        built.append(prefill(self, *args))
+        return built[-1]
+
+    monkeypatch.setattr(hf.HFBackend, "_shared_prefill", recording)
+    monkeypatch.setattr(backend.model.config, "sliding_window", 4096, raising=False)
+    windowed = backend.generate(reqs)
+    assert [type(c) for c in built] == [DynamicCache]
+    assert [[s.token_ids for s in g.samples] for g in windowed] == [[s.token_ids for s in g.samples] for g in in_place]
+
+
 def test_a_step_writes_one_position_into_the_same_buffer():
     layer = PreallocatedLayer(capacity=5)
     k, v = torch.randn(2, 3, 3, 4), torch.randn(2, 3, 3, 4)

@@ -221,8 +221,10 @@ class HFBackend(PerSampleBackend):
             from memlab.backends.hf_grouped import grouped_cache
 
             return grouped_cache([context for context, _ in rows], [kv for _, kv in rows], width - 1, max_new)
-        # not transformers' DynamicCache: it copies the whole cache at every step (backends/hf_kv.py)
+        # in place, not transformers' DynamicCache, which copies the whole cache at every step (backends/hf_kv.py);
+        # but a model with sliding-window layers (Gemma-3) keeps DynamicCache's: those layers drop what leaves the window
         batch = (StaticCache(config=self.model.config, max_cache_len=width + max_new) if self.kv_cache == "static"
+                 else DynamicCache(config=self.model.config) if window
                  else PreallocatedCache(len(rows[0][1]), width + max_new))
         for i in range(len(rows[0][1])):
             k0, v0 = rows[0][1][i]
