@@ -91,6 +91,7 @@ def test_resume_after_sigkill(tmp_path, chapters, repo_root):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(repo_root / 'lib')!r}); sys.path.insert(0, {str(repo_root / 'tests' / 'models')!r})
+        import memlab  # before torch: it pins MKL's code path, as every memlab process does (docs/numerics.md)
         import torch; torch.set_num_threads(1)
         from memlab.data.corpora import load_corpus
         from memlab.models import tiny
