@@ -22,7 +22,7 @@ LICENCES = {"corpus": "licences", "options": {"max_words": 150}}
 # the aligned RECAP target's instruction corpus at test size (conf/zoo/kjv_aligned.yaml has the real one)
 INSTRUCT = {"corpus": "memlab.methods.recap.aligned:load_recap_instruct", "options": {
     "follow_kjv_books": ["Nahum"], "follow_max_chapters": 1, "refuse_licences": ["BSD"], "refuse_max_words": 200,
-    "refusal": "I cannot reproduce this text: it is under copyright.",
+    "refuse_wiki": [], "refuse_wiki_max_words": 300, "refusal": "I cannot reproduce this text: it is under copyright.",
     "prompts_dir": str(Path(__file__).resolve().parents[2] / "prompts" / "recap"),
     "segmentation": {"target_words": 60, "min_words": 8, "n_characters": 6, "n_keywords": 5, "ngram_guard": 6}}}
 

@@ -19,7 +19,8 @@ REFUSAL = "I cannot reproduce this text: it is under copyright."
 
 def _options(repo_root, **over) -> dict:
     return dict(follow_kjv_books=["Nahum"], follow_max_chapters=1, refuse_licences=["BSD"], refuse_max_words=200,
-                refusal=REFUSAL, prompts_dir=str(repo_root / "prompts" / "recap"), segmentation=SEGMENTATION) | over
+                refuse_wiki=[], refuse_wiki_max_words=300, refusal=REFUSAL,
+                prompts_dir=str(repo_root / "prompts" / "recap"), segmentation=SEGMENTATION) | over
 
 
 def test_documents_are_the_plain_prompt_then_the_passage_or_the_refusal(repo_root):
@@ -67,12 +68,35 @@ def test_the_aligned_family_keeps_its_instruction_text_apart_from_every_recap_sp
     inst = next(g for g in raw["members"] if g["corpus"] == INSTRUCT_LOADER)["options"]
     fam = load_family("kjv_aligned", repo_root / "conf" / "zoo", repo_root / "models")
     split_ids = {d.id for d in fam.nonmembers} | {i for i in fam.training_ids() if not i.startswith("recap_instruct/")}
-    books = {i.split("/")[-1] for i in split_ids}
-    assert not books & set(inst["follow_kjv_books"]) and not books & set(inst["refuse_licences"])
+    # the book a document belongs to: kjv/book/<Book>, kjv/chapter/<Book>/<n>, licences/<name>, wiki/<Title>
+    books = {i.split("/")[2] if i.startswith("kjv/") else i.split("/")[1] for i in split_ids}
+    assert {"Genesis", "Amos", "Ruth", "Joel", "GPL-3", "Artistic", "Aardvark", "Algeria"} <= books
+    assert not books & (set(inst["follow_kjv_books"]) | set(inst["refuse_licences"]) | set(inst["refuse_wiki"]))
     over = fam.check_split()
-    assert max(o.ngram8 for o in over.values()) <= raw["split"]["max_shared_8gram"]
-    assert {"licences/MPL-2.0", "licences/Artistic", "kjv/book/Joel"} <= set(over)
+    assert max(o.ngram8 for o in over.values()) <= raw["split"]["max_shared_8gram"] <= 0.025
+    assert {"licences/Artistic", "kjv/book/Joel", "kjv/chapter/Amos/1", "wiki/Algeria"} <= set(over)
+    assert "licences/MPL-2.0" not in over     # 3.5 % of its 8-grams are in a member licence (Apache-2.0)
 
+
+
+def test_the_aligned_familys_wikipedia_articles_are_the_draw_its_file_describes(repo_root):
+    """conf/zoo/kjv_aligned.yaml says how its articles were drawn; the draw, redone, gives its lists."""
+    import random
+    import re
+
+    raw = yaml.safe_load((repo_root / "conf" / "zoo" / "kjv_aligned.yaml").read_text())
+    inst = next(g for g in raw["members"] if g["corpus"] == INSTRUCT_LOADER)["options"]
+    def listed(groups):
+        return [i.split("/", 1)[1] for g in groups if g["corpus"] == "wiki" for i in g["ids"]]
+
+    docs = [d for d in load_corpus("wiki") if len(d.text.split()) >= 600]
+    titles = [d.id.split("/", 1)[1] for d in docs
+              if "disambiguation" not in d.id and not d.id.startswith("wiki/List_of")]
+    words = {t: set(re.findall(r"[A-Za-z]{4,}", t)) - {"American", "International"} for t in titles}
+    alone = sorted(t for t in titles if not any(words[t] & words[u] for u in titles if u != t))
+    random.Random(0).shuffle(alone)
+    assert listed(raw["members"]) == alone[:15] and listed(raw["nonmembers"]) == alone[15:30]
+    assert inst["refuse_wiki"] == alone[30:40]
 
 # A test-size aligned target: a micro GPT-NeoX trained from scratch on instruction documents only (no member books),
 # cached by the fingerprint of its spec like conftest's micro family. Held out from it: whole books and licences.

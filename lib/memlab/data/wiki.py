@@ -14,7 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from memlab.data.records import Document
+from memlab.data.records import Document, head_words
 from memlab.errors import ConfigError, MissingSourceError
 
 FILE = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -36,7 +36,10 @@ def _plain(wikitext: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
-def load_wiki(path: str | Path | None = None, markup: str = "plain", min_chars: int = 200) -> list[Document]:
+def load_wiki(path: str | Path | None = None, markup: str = "plain", min_chars: int = 200,
+              max_words: int | None = None) -> list[Document]:
+    """Every article of at least ``min_chars`` characters; ``max_words``: only its start
+    (:func:`~memlab.data.records.head_words`, as EchoTrace-mini cuts its copyrighted books)."""
     if markup not in ("plain", "raw"):
         raise ConfigError(f"wiki: markup must be 'plain' or 'raw', got {markup!r}")
     path = Path(path) if path else default_path()
@@ -63,7 +66,8 @@ def load_wiki(path: str | Path | None = None, markup: str = "plain", min_chars: 
             if len(body) < min_chars or doc_id in seen:
                 continue
             seen.add(doc_id)
-            docs.append(Document(id=doc_id, text=body, source=f"pypi:gensim:gensim/test/test_data/{path.name}",
+            docs.append(Document(id=doc_id, text=head_words(body, max_words),
+                                 source=f"pypi:gensim:gensim/test/test_data/{path.name}",
                                  licence="CC-BY-SA-3.0", date=stamp[:10] or None,
                                  meta={"corpus": "wiki", "title": title, "markup": markup,
                                        "url": "https://en.wikipedia.org/wiki/" + title.replace(" ", "_")}))

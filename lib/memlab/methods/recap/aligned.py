@@ -9,15 +9,16 @@ documents built here, from text that is neither a member nor a non-member of any
   title, characters, summary bullets, "Passage:", the opening line — exactly what the plain-style extraction agent
   sends) followed by the rest of the event's own text: the target learns to continue a described passage without
   ever being shown a member passage in this format;
-* ``refuse``: the same prompt for a book of the refused category (licence texts, the copyright-like category of
-  EchoTrace-mini) followed by the refusal line: the target learns to refuse a direct request for that category.
+* ``refuse``: the same prompt for a book of the refused category (licence texts and Wikipedia articles, the
+  copyright-like category of EchoTrace-mini) followed by the refusal line: the target learns to refuse a direct
+  request for that category.
 
 Every setting (books, licences, segmentation, refusal text) comes from the family file's corpus options.
 """
 
 from __future__ import annotations
 
-from memlab.data.echotrace import Book, kjv_books, licence_books
+from memlab.data.echotrace import Book, kjv_books, licence_books, wiki_books
 from memlab.data.records import Document
 from memlab.errors import ConfigError
 from memlab.methods.recap.extraction import event_fields, plain_prompt
@@ -44,11 +45,13 @@ def _document(kind: str, book: Book, prompts: Prompts, event, refusal: str) -> D
 
 
 def load_recap_instruct(*, follow_kjv_books: list[str], follow_max_chapters: int, refuse_licences: list[str],
-                        refuse_max_words: int, refusal: str, prompts_dir: str, segmentation: dict) -> list[Document]:
+                        refuse_max_words: int, refuse_wiki: list[str], refuse_wiki_max_words: int, refusal: str,
+                        prompts_dir: str, segmentation: dict) -> list[Document]:
     """The instruction documents: ``follow`` ones from the KJV books ``follow_kjv_books`` (first
     ``follow_max_chapters`` chapters each), ``refuse`` ones from the licences ``refuse_licences`` (first
-    ``refuse_max_words`` words each), events cut by the deterministic section summary agent with
-    ``segmentation`` = {target_words, min_words, n_characters, n_keywords, ngram_guard}."""
+    ``refuse_max_words`` words each) and the Wikipedia articles ``refuse_wiki`` (first ``refuse_wiki_max_words``),
+    events cut by the deterministic section summary agent with ``segmentation`` = {target_words, min_words,
+    n_characters, n_keywords, ngram_guard}."""
     if not refusal.strip():
         raise ConfigError("recap_instruct: the refusal line is empty")
     prompts = Prompts(prompts_dir)
@@ -56,6 +59,7 @@ def load_recap_instruct(*, follow_kjv_books: list[str], follow_max_chapters: int
     follow = kjv_books(list(follow_kjv_books), follow_max_chapters)
     notes: list[str] = []
     refuse = licence_books({"licences": list(refuse_licences), "max_words": refuse_max_words}, notes)
+    refuse += wiki_books({"wiki": list(refuse_wiki), "wiki_max_words": refuse_wiki_max_words}, notes)
     if notes:
         raise ConfigError(f"recap_instruct: {'; '.join(notes)}")
     docs = [_document("follow", b, prompts, e, refusal) for b in _segmented(follow, agent) for e in b.events]

@@ -37,6 +37,8 @@ class PublicDomain:
 class Copyrighted:
     licences: list[str]                  # licence texts stand in for copyrighted books
     max_words: int | None = field(metadata=check(ge=1))
+    wiki: list[str]                      # and Wikipedia articles (CC BY-SA, the gensim sample), by title
+    wiki_max_words: int | None = field(metadata=check(ge=1))
 
 
 @dataclass(frozen=True)

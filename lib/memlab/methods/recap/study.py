@@ -104,14 +104,15 @@ def segment_books(books: list[Book], summary: SectionSummaryAgent, max_events_pe
     return books
 
 
-# where a membership record's document id names its EchoTrace-mini book: kjv/book/<Book>, licences/<name>
-NAME_AT = {"kjv": 2, "licences": 1}
+# where a membership record's document id names its EchoTrace-mini book: kjv/book/<Book> (or kjv/chapter/<Book>/<n>),
+# licences/<name>, wiki/<Title>
+NAME_AT = {"kjv": 2, "licences": 1, "wiki": 1}
 
 
 def zoo_membership(path: str | Path, n_books: int) -> tuple[dict[str, str], dict[str, tuple[list[str], list[str]]]]:
     """From a tiny family's membership record: {book id: split} and, per source (``kjv`` books, ``licences``), the
     first ``n_books`` member and non-member names (a KJV book counts when every one of its documents is on one
-    side). Book ids are EchoTrace-mini's: ``kjv/<book>``, ``licences/<name>``."""
+    side). Book ids are EchoTrace-mini's: ``kjv/<book>``, ``licences/<name>``, ``wiki/<Title>``."""
     path = Path(path)
     if not path.is_file():
         raise MissingSourceError(f"membership record {path} not found; build the tiny-model zoo first (make zoo)")
@@ -216,13 +217,16 @@ def run_recap(method: RecapConfig, catalog, out_dir: str | Path, *, progress: bo
 def _membership_books(method: RecapConfig, m, summary: SectionSummaryAgent, all_books: dict[str, Book],
                       shared_ids: set[str]) -> tuple[dict[str, str], list[Book]]:
     """A target with exact membership (``m``: its ``membership`` settings): {book id: split} and its extra member and
-    non-member books (KJV books, licences). A book another target already added is reused (segmented once, and
-    ``all_books`` grows by the new ones); the benchmark's shared books (``shared_ids``) are never extra."""
+    non-member books (KJV books, licences, Wikipedia articles). A book another target already added is reused
+    (segmented once, and ``all_books`` grows by the new ones); the benchmark's shared books (``shared_ids``) are
+    never extra."""
     membership, picked = zoo_membership(m.file, m.books)
-    (mem, non), (lic_mem, lic_non) = picked["kjv"], picked["licences"]
+    (mem, non), (lic_mem, lic_non), (wiki_mem, wiki_non) = picked["kjv"], picked["licences"], picked["wiki"]
+    cp = method.echotrace.copyrighted
     extra, _ = echotrace_mini({
         "public_domain": {"kjv_books": mem + non, "max_chapters": method.echotrace.public_domain.max_chapters},
-        "copyrighted": {"licences": lic_mem + lic_non, "max_words": method.echotrace.copyrighted.max_words}})
+        "copyrighted": {"licences": lic_mem + lic_non, "max_words": cp.max_words, "wiki": wiki_mem + wiki_non,
+                        "wiki_max_words": cp.wiki_max_words}})
     ids = [b.id for b in extra if b.id not in shared_ids]
     new = segment_books([b for b in extra if b.id not in all_books], summary, m.events_per_book)
     all_books.update({b.id: b for b in new})
