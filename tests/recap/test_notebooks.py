@@ -22,7 +22,7 @@ def _cfg(name, micro_family, tmp_path):
         "membership": None, "group": "ground_truth_base"}}, merge=False)
     OmegaConf.update(cfg, "method.echotrace", {
         "public_domain": {"kjv_books": ["Ruth"], "max_chapters": 1},
-        "copyrighted": {"licences": ["GPL-3"], "max_words": 150},
+        "copyrighted": {"licences": ["GPL-3"], "max_words": 150, "wiki": [], "wiki_max_words": 300},
         "non_training": {"n_docs": 1, "max_words": 150, "min_date": "2025-01-01", "download": False},
         "papers": {"paths": [], "max_input_depth": 8, "max_source_chars": 2000000}, "files": []},
         merge=False)

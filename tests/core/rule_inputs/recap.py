@@ -161,3 +161,23 @@ def filter_hybrid(case, targets):
                         "rouge_l_unfiltered": float(ev.recap.mean())}
                        for s in ("hybrid", "rouge_l", "cosine") for t in thresholds])
     return result({"filter_tradeoff": tr, "filter_events": ev})
+
+
+@inputs("recap_jailbreak_bypass")
+def jailbreak_bypass(case, targets):
+    """The refusals table as the pipeline writes it: DSP + Jailbreak is blocked only where DSP was (the jailbreaker
+    rewrites blocked prompts only), so its blocked count never exceeds DSP's."""
+    blocked, still, n = {"for": (40, 5, 50), "against": (40, 35, 50), "unclear": (4, 2, 10)}[case]
+    split = "member" if "aligned" in targets[0] else "unknown"
+    rows = [{"target": targets[0], "category": "copyrighted", "split": split, "method": m, "events": n,
+             "blocked": k / n, "refused_n": k, "refused": k / n} for m, k in (("dsp", blocked), ("dsp_jb", still))]
+    return result({"refusals": pd.DataFrame(rows)})
+
+
+@inputs("recap_feedback_half_unimproved")
+def half_unimproved(case, targets):
+    flat, n = {"for": (50, 100), "against": (90, 100), "unclear": (5, 10)}[case]
+    split = "member" if "aligned" in targets[0] else None
+    return result({"feedback_gains_events": pd.DataFrame(
+        [{"target": targets[0], "event": e, "round": 1, "gain": 0.0 if e < flat else 0.1, "split": split}
+         for e in range(n)])})

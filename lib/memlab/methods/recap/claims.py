@@ -17,6 +17,7 @@ from memlab.methods.recap.claim_panels import (FLOOR, FLOOR_NAMES, METHODS, NAME
                                                copyright_panel, n_if_open, nonmember_rows, panel, paired_p,
                                                resampled, run_seed, scoped_rule, scores, setting_text,
                                                units_per_target, with_tables)
+from memlab.methods.recap import claims_shares  # noqa: F401  (registers the rules judged on shares of events)
 from memlab.methods.recap.evaluate import filter_tradeoff
 from memlab.methods.recap.frontier import book_weights, frontier_areas
 from memlab.metrics.intervals import (permutation_diff, permutation_min_n, sign_flip_min_n, sign_flip_p, wilson,
