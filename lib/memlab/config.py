@@ -101,7 +101,6 @@ def check_experiment(name: str | None) -> None:
 
 def compose(experiment: str | None = None, overrides: Sequence[str] = ()) -> DictConfig:
     """Compose conf/ like the runner does (without Hydra's runtime), e.g. for tests and notebooks."""
-    from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -109,17 +108,31 @@ def compose(experiment: str | None = None, overrides: Sequence[str] = ()) -> Dic
     if experiment is not None:
         check_experiment(experiment)
         ov = [f"experiment={experiment}", *ov]
-    from hydra.core.global_hydra import GlobalHydra
-
     try:
-        if GlobalHydra.instance().is_initialized():  # inside the runner's @hydra.main: same conf/, already set up
-            cfg = hydra_compose(config_name="config", overrides=ov)
-        else:
-            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-                cfg = hydra_compose(config_name="config", overrides=ov)
+        return hydra_composition(ov)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_first_line(err)) from None
-    return cfg
+
+
+def hydra_composition(overrides: list[str], *, hydra_node: bool = False, with_defaults: bool = False):
+    """The one call of Hydra's compose in memlab (issue 48): conf/'s ``config`` under ``overrides`` (normalized).
+    ``hydra_node``: keep Hydra's own node (its group choices); ``with_defaults``: return (config, the defaults list
+    Hydra read). Inside the runner's ``@hydra.main`` it reuses that Hydra (same conf/); Hydra's errors propagate."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    def composed():
+        cfg = hydra_compose(config_name="config", overrides=overrides, return_hydra_config=hydra_node)
+        if not with_defaults:
+            return cfg
+        loader = GlobalHydra.instance().config_loader()
+        return cfg, loader.compute_defaults_list("config", overrides, RunMode.RUN).defaults
+
+    if GlobalHydra.instance().is_initialized():
+        return composed()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return composed()
 
 
 def config_groups() -> set[str]:

@@ -18,7 +18,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from memlab.backends.registry import find_kind
-from memlab.config import CONF_DIR, config_groups
+from memlab.config import config_groups
 
 GPU_DEVICES = ("cuda", "gpu")
 _MAX_POINTS = 64  # sweep points composed for the check; beyond that only the first ones are checked
@@ -31,14 +31,12 @@ class _Point:
     """One combination of config-group choices: its composed tree and Hydra's group choices."""
 
     def __init__(self, groups: list[str]):
-        from hydra import compose, initialize_config_dir
         from omegaconf import OmegaConf
 
-        from memlab.config import normalize_overrides
+        from memlab.config import hydra_composition, normalize_overrides
 
         overrides = normalize_overrides(groups)
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+        cfg = hydra_composition(overrides, hydra_node=True)
         COMPOSED[tuple(overrides)] = cfg
         self.label = " ".join(groups)
         self.choices = {k: v for k, v in OmegaConf.to_container(cfg.hydra.runtime.choices).items() if v}

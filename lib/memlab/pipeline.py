@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
-from memlab.config import CONF_DIR, experiment_names, repo_root
+from memlab.config import CONF_DIR, experiment_names, hydra_composition, repo_root
 from memlab.errors import ConfigError, one_line_errors
 from memlab.model_use import MODEL_KEYS, named, preset_names, required_models, required_threads
 from memlab.models.zoo import load_family
@@ -195,16 +195,8 @@ def _model_out(name: str) -> str:
 def _composition(experiment: str):
     """The experiment's config and every conf file its composition read (Hydra's defaults list: config.yaml,
     the chosen option of each group, files an experiment file pulls in by its own defaults, scale files)."""
-    from hydra import compose as hydra_compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import RunMode
-
-    ov = [f"experiment={experiment}"]
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=ov)
-        tree = GlobalHydra.instance().config_loader().compute_defaults_list("config", ov, RunMode.RUN)
-    files = {_rel(CONF_DIR / f"{d.config_path}.yaml") for d in tree.defaults
-             if (CONF_DIR / f"{d.config_path}.yaml").is_file()}
+    cfg, defaults = hydra_composition([f"experiment={experiment}"], with_defaults=True)
+    files = {_rel(CONF_DIR / f"{d.config_path}.yaml") for d in defaults if (CONF_DIR / f"{d.config_path}.yaml").is_file()}
     return OmegaConf.to_container(cfg, resolve=False), sorted(files)
 
 

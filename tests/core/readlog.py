@@ -27,14 +27,14 @@ def _depth() -> int:
 
 
 def _where() -> str:
-    """The innermost frames (up to three) in memlab code, Hydra's entry or a notebook cell, innermost first."""
+    """The innermost frames (up to four) in memlab code, Hydra's entry or a notebook cell, innermost first."""
     out = []
     for f in reversed(traceback.extract_stack()[:-3]):
         fn = f.filename.replace(os.sep, "/")
         if "/lib/memlab/" in fn or "/ipykernel_" in fn or fn.endswith("hydra/_internal/hydra.py"):
             short = fn.split("/lib/memlab/", 1)[1] if "/lib/memlab/" in fn else fn.rsplit("/", 1)[-1]
             out.append(f"{short}:{f.lineno} {f.name}")
-            if len(out) == 3:
+            if len(out) == 4:
                 break
     return " < ".join(out)
 

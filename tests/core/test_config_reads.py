@@ -78,13 +78,15 @@ def _kinds(reads, kind):
 def test_one_composition_per_run_point_beside_hydra_mains_two_and_the_kernel_never(walk):
     runner, kernel = walk
     composes = _kinds(runner, "compose")
-    where = sorted(r["where"].split(" < ")[1].split(":")[0] for r in composes)
+    frames = [r["where"].split(" < ") for r in composes]
     # @hydra.main composes twice inside Hydra (Hydra's mode probe, then the run); beside them the point is composed
     # once: by the override check (memlab.known_keys, the experiment with profile=smoke and no key override), whose
     # composition is also the defaults the run's params are checked against (memlab.plan.experiment_defaults; before
-    # issue 48 those were composed once more, without profile=smoke: 4 in all). The run plan is resolved from
-    # Hydra's composition, and run.json, W&B and the kernel read it: nothing composes again
-    assert where == ["hydra.py", "hydra.py", "known_keys.py"], composes
+    # issue 48 those were composed once more, without profile=smoke: 4 in all), through memlab.config's one call of
+    # Hydra's compose. The run plan is resolved from Hydra's composition, and run.json, W&B and the kernel read it:
+    # nothing composes again
+    assert sorted(f[1].split(":")[0] for f in frames) == ["config.py", "hydra.py", "hydra.py"], composes
+    assert [f[3].split(":")[0] for f in frames if f[1].startswith("config.py")] == ["known_keys.py"], composes
     assert _kinds(kernel, "compose") == []   # the kernel gets the resolved config from the runner
 
 
@@ -124,3 +126,20 @@ def test_a_run_with_no_override_composes_no_defaults(monkeypatch):
     monkeypatch.setattr("memlab.known_keys.COMPOSED", {("experiment=pearl_epochs", "profile=smoke"): point})
     overrides = ["experiment=pearl_epochs", "profile=smoke", "params.alphas=[0.3]"]
     assert plan.experiment_defaults("pearl_epochs", resolved, overrides) == {"alphas": [0.1]}
+
+
+def test_one_module_calls_hydras_compose(repo_root):
+    """Issue 48: of lib/, only memlab.config (hydra_composition) calls Hydra's compose; every other module composes
+    through it."""
+    import ast
+
+    users = set()
+    for path in sorted((repo_root / "lib" / "memlab").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            imported = (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hydra")
+                        and any(a.name == "compose" for a in node.names))
+            attribute = (isinstance(node, ast.Attribute) and node.attr == "compose"
+                         and isinstance(node.value, ast.Name) and node.value.id == "hydra")
+            if imported or attribute:
+                users.add(path.relative_to(repo_root).as_posix())
+    assert users == {"lib/memlab/config.py"}, users
