@@ -18,13 +18,18 @@ from memlab import zoo_layout as layout
 
 
 def repo_root() -> Path:
-    """The project root: $MEMLAB_ROOT if set, else the checkout this package lives in, else the cwd."""
+    """The project root: $MEMLAB_ROOT if set, else the memlab checkout the working folder is in (so one venv shared
+    by two checkouts runs each in its own: issue 50), else the checkout this package lives in, else the cwd."""
     if os.environ.get("MEMLAB_ROOT"):
         return Path(os.environ["MEMLAB_ROOT"]).resolve()
+    cwd = Path.cwd().resolve()
+    for folder in (cwd, *cwd.parents):
+        if is_checkout(folder):
+            return folder
     here = Path(__file__).resolve().parents[2]
     if (here / "conf" / "config.yaml").exists():
         return here
-    return Path.cwd().resolve()
+    return cwd
 
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"   # conf/, notebooks/, prompts/ as `pip install .` ships them

@@ -43,19 +43,22 @@ def model_choices(overrides: Sequence[str]) -> list[str]:
     return out
 
 
+def default_models(name: str, seen: frozenset = frozenset()) -> list | None:
+    """The ``models:`` list an experiment's conf/experiment file sets (or the nearest file it extends), else None."""
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    if name in seen or not path.exists():
+        return None
+    spec = read_yaml(path) or {}
+    if spec.get("models") is not None:
+        return list(spec["models"])
+    parents = [d for d in spec.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
+    found = [m for m in (default_models(p, seen | {name}) for p in reversed(parents)) if m is not None]
+    return found[0] if found else None
+
+
 def testing_experiments() -> list[str]:
     """Experiments that test a given model: their conf/experiment file (or one it extends) sets ``models:``."""
-    def sets_models(name: str, seen: frozenset = frozenset()) -> bool:
-        path = CONF_DIR / "experiment" / f"{name}.yaml"
-        if name in seen or not path.exists():
-            return False
-        spec = read_yaml(path) or {}
-        if spec.get("models") is not None:
-            return True
-        parents = [d for d in spec.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
-        return any(sets_models(p, seen | {name}) for p in parents)
-
-    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml") if sets_models(p.stem))
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml") if default_models(p.stem) is not None)
 
 
 def check_model_override(cfg, overrides: Sequence[str]) -> None:
@@ -66,10 +69,15 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
 
     from memlab.config import compose
 
+    name = cfg.get("experiment_name")
+    if any(_key(o) == "models" for o in overrides) and cfg.get("models") is not None and not len(cfg.models) \
+            and default_models(str(name)):
+        raise ConfigError(f"models=[] names no model for experiment {name} to test; give one (model=<preset> or "
+                          f"model.path=<folder or .gguf>) or several (models=[<preset>, …]); its default: "
+                          f"models=[{', '.join(map(str, default_models(str(name))))}]")
     choices = model_choices(overrides)
     if not choices:
         return
-    name = cfg.get("experiment_name")
     if cfg.get("models") is None:
         raise ConfigError(f"experiment {name} measures {_what_it_measures(cfg)}, not a given model: refusing "
                           f"'{choices[0]}'; the experiments that test a given model: "

@@ -45,8 +45,11 @@ def check_run(cfg) -> None:
         check_device(model, "model.device")
     if plain.get("models") is None:
         return
+    scores = bool((plain.get("params") or {}).get("mia"))   # the run scores its models under test (the audit's MIA)
     for node in target_nodes(plain):
         check_node(node, root, models_dir)
+        if scores and is_served(node):
+            check_served_scoring(node)
 
 
 def check_node(node: Mapping[str, Any], root: Path, models_dir: Path) -> None:
@@ -331,3 +334,23 @@ def check_served(node: Mapping[str, Any], timeout: float = 5.0) -> None:
     if len(ids) > 1 and model_id not in ids:
         raise ConfigError(f"model.model_id {model_id!r} is not served at {url} (it serves {', '.join(ids[:8])}); "
                           "set model.model_id to one of them")
+
+
+def check_served_scoring(node: Mapping[str, Any]) -> None:
+    """A local server whose preset scores by echo (``can_score: echo_logprobs``) scores one short text now, so a
+    server that echoes misaligned log-probs (llama-cpp-python started without the BOS override) is one line before
+    the generation that precedes the run's first scoring, not after it."""
+    url = str(node.get("base_url") or "")
+    if node.get("can_score") != "echo_logprobs" or (urlsplit(url).hostname or "") not in _LOOPBACK:
+        return
+    import contextlib
+    import io
+
+    from memlab.backends.factory import build_backend
+    from memlab.errors import MemlabError
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):   # the probe is silent: the run says its own notes
+            build_backend(dict(node, max_retries=0)).score(["The pre-flight check scores this short line."])
+    except MemlabError as err:
+        raise ConfigError(f"model.base_url {url}: scoring before the run failed: {err}") from None

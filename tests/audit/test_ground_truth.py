@@ -91,3 +91,19 @@ def test_the_audit_tests_one_model_per_run():
     with pytest.raises(ConfigError) as e:
         audit(None, None, SimpleNamespace(targets=[{"name": "a"}, {"name": "b"}]))
     assert "\n" not in str(e.value) and "one model per run" in str(e.value) and "a, b" in str(e.value)
+
+
+def test_recaps_row_names_the_zoo_targets_and_texts_it_pooled(tmp_path):
+    """Issue 50: RECAP's ground-truth row pooled the zoo's two RECAP targets under one target's name, and then as
+    "checkpoints (KJV text)" although the aligned target's books are also licences and Wikipedia articles."""
+    from memlab.audit.ground_truth import selfcheck_rates
+
+    tables = tmp_path / "audit_selfcheck" / "default" / "tables"
+    tables.mkdir(parents=True)
+    cols = ("method,recall_k,recall_n,fpr_k,fpr_n,checkpoints,runs,band,recall_runs_min,recall_runs_max,fpr_runs_min,"
+            "fpr_runs_max,recall_band_low,recall_band_high,fpr_band_low,fpr_band_high")
+    (tables / "selfcheck_rates.csv").write_text(cols + "\nRECAP,4,38,0,35,2,2,0.95,0,0.12,0,0,0,0.49,0,0.49\n"
+                                                "MIA (loss),150,198,40,396,11,1100,0.95,0,1,0,0.6,0,1,0,0.5\n")
+    rates = selfcheck_rates(tmp_path, "audit_selfcheck")
+    assert "2 zoo RECAP targets" in rates["RECAP"].rule and "Wikipedia" in rates["RECAP"].rule
+    assert "zoo checkpoints" not in rates["RECAP"].rule and "11 zoo checkpoints (KJV text)" in rates["MIA (loss)"].rule

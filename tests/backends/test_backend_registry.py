@@ -74,7 +74,6 @@ def toy_kind(tmp_path, monkeypatch):
     conf = shutil.copytree(memlab_config.CONF_DIR, tmp_path / "conf")
     (conf / "model" / f"{TOY}.yaml").write_text(TOY_YAML)
     monkeypatch.setattr(memlab_config, "CONF_DIR", conf)
-    monkeypatch.setattr(known_keys, "CONF_DIR", conf)
     monkeypatch.setattr(known_keys, "COMPOSED", {})
     yield TOY
     registry.unregister(TOY)

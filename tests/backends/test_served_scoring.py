@@ -146,6 +146,19 @@ def test_llama_cpp_echo_without_bos_is_refused(smollm_gguf, tmp_path):
     assert "\n" not in str(err.value) and "add_bos_token=bool:true" in str(err.value)
 
 
+def test_a_server_without_the_bos_override_is_refused_before_the_audit_generates(smollm_gguf, llama_server, tmp_path):
+    """Issue 50: the audit scores its model (MIA), so its pre-flight scores one line on a local echo-scoring server:
+    llama-cpp-python without the BOS override is one line, exit 2, within 20 s, before any generation (it failed
+    after 133 s of PEARL generation, at the first scoring); the server started as the preset says passes."""
+    from memlab.preflight import check_served_scoring
+    from tests.core.test_preflight import audit
+
+    with llama_server_at(smollm_gguf, tmp_path) as url:
+        line = audit("model=llama-cpp", f"model.base_url={url}")
+    assert "misaligned" in line and "add_bos_token=bool:true" in line and url in line
+    check_served_scoring(served_cfg(llama_server))   # with the override: no error
+
+
 def test_top_k_renormalized_variant(llama_server, hf_smollm_bos, tmp_path):
     """The named approximation of Min-K%++'s statistics from top-k log-probs: finite, an upper bound on the
     exact μ (the unseen tail has lower log-probs), cached under its own key."""

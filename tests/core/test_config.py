@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,30 @@ def test_every_stage_says_its_cores_and_after_names_planned_experiments():
     zoo = [n for n in stages if n.startswith("zoo-")]  # and every zoo build, from its family file's `minutes`
     assert zoo and all(stages[n]["meta"]["minutes"] > 0 for n in zoo)
     assert "after" not in stages["exp-recap_feedback"]["meta"]
+
+
+def test_a_venv_shared_by_two_checkouts_runs_in_the_checkout_of_the_working_folder(tmp_path):
+    """Issue 50: the root was the checkout the (editable) package was installed from, so a venv shared by two
+    checkouts wrote into the other one's results/. Now the working folder's checkout (or its parent's) wins; a folder
+    outside any checkout still gets the package's, and $MEMLAB_ROOT beats both."""
+    import os
+
+    other = tmp_path / "other-checkout"
+    (other / "notebooks").mkdir(parents=True)
+    (other / "conf").symlink_to(repo_root() / "conf")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    probe = "from memlab.config import CONF_DIR, compose; print(CONF_DIR); print(compose('pearl_epochs').paths.results)"
+    env = {k: v for k, v in os.environ.items() if k != "MEMLAB_ROOT"}
+
+    def where(cwd, **extra):
+        r = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env={**env, **extra}, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert where(other) == [str(other / "conf"), str(other / "results")]
+    assert where(other / "notebooks") == [str(other / "conf"), str(other / "results")]
+    package_checkout = Path(__file__).resolve().parents[2]
+    assert where(plain) == [str(package_checkout / "conf"), str(package_checkout / "results")]
+    assert where(other, MEMLAB_ROOT=str(plain))[1] == str(plain / "results")

@@ -213,3 +213,12 @@ def test_a_corrupt_dvc_lock_is_one_line_for_the_site(tmp_path):
                     env={**ENV, "MEMLAB_ROOT": str(tmp_path)}, module="memlab.site")
     assert str(tmp_path / "dvc.lock") in line and "git checkout -- dvc.lock" in line
     assert not (tmp_path / "site").exists() and not (tmp_path / ".site.partial").exists()
+
+
+def test_an_empty_models_list_is_one_line_where_the_experiment_tests_models():
+    """Issue 50: `models=[]` reached the notebook (pandas' "No objects to concatenate" in pearl_wild, "tests one model
+    per run, got 0" in the audit); now one line naming the experiment's default list."""
+    line = audit("models=[]")
+    assert "models=[] names no model for experiment audit to test" in line and "smollm2-135m-instruct" in line
+    line = one_line(["experiment=pearl_wild", "models=[]"])
+    assert "experiment pearl_wild" in line and "gemma-3-270m" in line

@@ -105,7 +105,11 @@ def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
     if folder is None:
         return {"": missing("the audit's own rule, blind on the zoo", run)}
     df = pd.read_csv(folder / "tables" / "selfcheck_rates.csv")
-    return {r.method: Rates(f"the audit's own rule and control, blind on {r.checkpoints} zoo checkpoints (KJV text): "
+    def zoo(method: str, n: int) -> str:   # RECAP's rows come from the zoo's RECAP targets, the others' checkpoints
+        return (f"{n} zoo RECAP targets (their member and held-out KJV books, licences, Wikipedia articles)"
+                if method == "RECAP" else f"{n} zoo checkpoints (KJV text)")
+
+    return {r.method: Rates(f"the audit's own rule and control, blind on {zoo(r.method, r.checkpoints)}: "
                             f"pooled rates, and beside them the band that holds the central {r.band * 100:g} % of the "
                             f"Wilson bounds {r.runs} single audits realized (checkpoints × control draws; their "
                             f"rates: recall "
