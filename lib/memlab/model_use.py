@@ -70,11 +70,11 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
     from memlab.config import compose
 
     name = cfg.get("experiment_name")
-    if any(_key(o) == "models" for o in overrides) and cfg.get("models") is not None and not len(cfg.models) \
-            and default_models(str(name)):
+    given_none = any(_key(o) == "models" for o in overrides) and cfg.get("models") is not None and not len(cfg.models)
+    if given_none and (default := default_models(str(name))):
         raise ConfigError(f"models=[] names no model for experiment {name} to test; give one (model=<preset> or "
                           f"model.path=<folder or .gguf>) or several (models=[<preset>, …]); its default: "
-                          f"models=[{', '.join(map(str, default_models(str(name))))}]")
+                          f"models=[{', '.join(map(str, default))}]")
     choices = model_choices(overrides)
     if not choices:
         return

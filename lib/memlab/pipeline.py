@@ -196,7 +196,8 @@ def _composition(experiment: str):
     """The experiment's config and every conf file its composition read (Hydra's defaults list: config.yaml,
     the chosen option of each group, files an experiment file pulls in by its own defaults, scale files)."""
     cfg, defaults = hydra_composition([f"experiment={experiment}"], with_defaults=True)
-    files = {_rel(CONF_DIR / f"{d.config_path}.yaml") for d in defaults if (CONF_DIR / f"{d.config_path}.yaml").is_file()}
+    paths = [CONF_DIR / f"{d.config_path}.yaml" for d in defaults]
+    files = {_rel(p) for p in paths if p.is_file()}
     return OmegaConf.to_container(cfg, resolve=False), sorted(files)
 
 

@@ -131,6 +131,21 @@ def nonmember_rows(books) -> "np.ndarray":
     return held
 
 
+def member_events(res):
+    """Events below the stop score of books in their target's training set (the tiny model's non-member events
+    left out) as a (target, event) × round table of gains, and the number left out."""
+    g = res.tables.get("feedback_gains_events")
+    if g is None or not len(g):
+        return None, 0
+    held = (g["split"].astype(str) == "nonmember") if "split" in g.columns else np.zeros(len(g), bool)
+    dropped = len(g[held].drop_duplicates(["target", "event"]))
+    g = g[~held]
+    if g.empty:
+        return None, dropped
+    wide = g.pivot_table(index=["target", "event"], columns="round", values="gain", aggfunc="first")
+    return wide.ffill(axis=1), dropped   # an event that stopped after round r keeps its round-r gain
+
+
 def scores(res, category: str, methods=METHODS, members_only: bool = False, target: str | None = None):
     """(target, book) × method ROUGE-L of ``category`` (books scored by every method), or None."""
     books = res.tables.get("book_scores")

@@ -14,8 +14,8 @@ from memlab.comparison import (Check, Claim, Finding, claim_level, combine, deci
                                untestable)
 from memlab.errors import ConfigError
 from memlab.methods.recap.claim_panels import (FLOOR, FLOOR_NAMES, METHODS, NAMES, NO_BOOKS, agents_used, boot_ci,
-                                               copyright_panel, n_if_open, nonmember_rows, panel, paired_p,
-                                               resampled, run_seed, scoped_rule, scores, setting_text,
+                                               copyright_panel, member_events, n_if_open, nonmember_rows, panel,
+                                               paired_p, resampled, run_seed, scoped_rule, scores, setting_text,
                                                units_per_target, with_tables)
 from memlab.methods.recap import claims_shares  # noqa: F401  (registers the rules judged on shares of events)
 from memlab.methods.recap.evaluate import filter_tradeoff
@@ -248,28 +248,13 @@ def jailbreak_keeps_dsp(res, claim: Claim) -> Check:
 
 
 # -- the feedback loop -------------------------------------------------------------------------------------------
-def _member_events(res):
-    """Events below the stop score of books in their target's training set (the tiny model's non-member events
-    left out) as a (target, event) × round table of gains, and the number left out."""
-    g = res.tables.get("feedback_gains_events")
-    if g is None or not len(g):
-        return None, 0
-    held = (g["split"].astype(str) == "nonmember") if "split" in g.columns else np.zeros(len(g), bool)
-    dropped = len(g[held].drop_duplicates(["target", "event"]))
-    g = g[~held]
-    if g.empty:
-        return None, dropped
-    wide = g.pivot_table(index=["target", "event"], columns="round", values="gain", aggfunc="first")
-    return wide.ffill(axis=1), dropped   # an event that stopped after round r keeps its round-r gain
-
-
 @scoped_rule("recap_feedback_one_round", "recap_feedback_one_round_aligned")
 def feedback_one_round(res, claim: Claim) -> Finding:
     """Hypothesis: fewer than ``threshold`` (20 %) of the events below the stop score improve after round 1
     (Fig. 6); decided on the 95 % Wilson interval of that share. Not testable when the run allowed one round, the
     loop improved no event, or too few events went on past round 1 for the share to exceed the threshold. Member
     events only. Our value: that share."""
-    wide, dropped = _member_events(res)
+    wide, dropped = member_events(res)
     cmd = "python -m memlab.run experiment=recap_feedback method.recap.max_rounds=5 profile=full"
     if wide is None:
         return untestable("no member event below the stop score", "no event entered the feedback loop", cmd)

@@ -5,19 +5,8 @@
 from __future__ import annotations
 
 from memlab.comparison import Claim, Finding, claim_level, decide, untestable
-from memlab.methods.recap.claim_panels import agents_used, scoped_rule
+from memlab.methods.recap.claim_panels import agents_used, member_events, nonmember_rows, scoped_rule
 from memlab.metrics.intervals import wilson, wilson_n_to_decide
-
-
-def _members(table):
-    """Rows of books the target trained on: a target with known membership (rows split into members and
-    non-members) keeps its member rows; a model trained elsewhere keeps every row, as the paper's books are presumed
-    to be in its training set."""
-    if "split" not in table.columns:
-        return table
-    split = table["split"].astype(str)
-    known = split.isin(["member", "nonmember"]).groupby(table["target"]).transform("any")
-    return table[~known | (split == "member")]
 
 
 @scoped_rule("recap_jailbreak_bypass", "recap_jailbreak_bypass_aligned")
@@ -34,7 +23,9 @@ def jailbreak_bypass(res, claim: Claim) -> Finding:
            "model=<served chat preset>)")
     if ref is None or not len(ref):
         return untestable("no refusals table", "the run recorded no verifier verdicts", cmd)
-    ref = _members(ref[ref.category == "copyrighted"])
+    ref = ref[ref.category == "copyrighted"]
+    if "split" in ref.columns:   # members only, as every RECAP rule: a target trained here has held-out books
+        ref = ref[~nonmember_rows(ref)]
     counts = {m: int(round(float((g.blocked * g.events).sum()))) for m, g in ref.groupby("method")}
     blocked, still = counts.get("dsp", 0), counts.get("dsp_jb", 0)
     targets = ", ".join(dict.fromkeys(ref.target))
@@ -53,20 +44,18 @@ def jailbreak_bypass(res, claim: Claim) -> Finding:
 
 @scoped_rule("recap_feedback_half_unimproved", "recap_feedback_half_unimproved_aligned")
 def feedback_half_unimproved(res, claim: Claim) -> Finding:
-    """Hypothesis: almost half of the passages show no improvement after feedback (Fig. 6): of the member events that
-    entered the feedback loop (below the stop score), the share whose final gain is 0. "Almost half" is read as
+    """Hypothesis: almost half of the passages show no improvement after feedback (Fig. 6): of the events that entered
+    the feedback loop (below the stop score; :func:`~memlab.methods.recap.claim_panels.member_events`, as
+    ``recap_feedback_one_round``), the share whose final gain is 0. "Almost half" is read as
     ``value`` ± ``threshold`` (0.5 ± 0.15, our reading). Reproduced iff the 95 % Wilson interval (at the claim's α)
     lies inside that band, contradicted iff it lies wholly outside it. Not testable when no member event entered
     the loop. Our value: that share."""
-    g = res.tables.get("feedback_gains_events")
+    wide, _ = member_events(res)     # the events Fig. 6's other rule (feedback_one_round) judges
     cmd = "python -m memlab.run experiment=recap_feedback profile=full"
-    if g is None or not len(g):
-        return untestable("no feedback events", "no event entered the feedback loop", cmd)
-    g = _members(g)
-    final = g.sort_values("round").groupby(["target", "event"]).gain.last()
-    n = len(final)
-    if n == 0:
+    if wide is None:
         return untestable("no member event below the stop score", "no member event entered the feedback loop", cmd)
+    final = wide[wide.columns.max()]   # each event's gain after its last round
+    n = len(final)
     k, lv = int((final <= 1e-12).sum()), claim_level(claim)
     lo_edge, hi_edge = float(claim.value) - claim.threshold, float(claim.value) + claim.threshold
     ci = wilson(k, n, lv)
