@@ -47,7 +47,7 @@ def fetch_unseen_corpora() -> None:
 
 
 def run(overrides: list[str]) -> None:
-    from memlab import run as runner
+    from memlab.runner import execute as runner
 
     sys.argv = ["memlab", *overrides]
     runner.main()

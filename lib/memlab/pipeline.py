@@ -247,9 +247,9 @@ def _requires_to_deps(req: dict) -> list[str]:
 
 def result_files(conf_files: list[str]) -> list[str]:
     """The conf files whose values can change a result: not those of the result-free groups (where outputs go, how
-    runs are logged and cached: :data:`memlab.keys.NON_RESULT_KEYS` but ``experiment``, which is left out of run keys
+    runs are logged and cached: :data:`memlab.runner.keys.NON_RESULT_KEYS` but ``experiment``, which is left out of run keys
     because it names the folder, not because its file holds no result settings), so a new W&B project reruns nothing."""
-    from memlab.keys import NON_RESULT_KEYS
+    from memlab.runner.keys import NON_RESULT_KEYS
 
     free = set(NON_RESULT_KEYS) - {"experiment"}
     return [f for f in conf_files if len(Path(f).parts) < 3 or Path(f).parts[1] not in free]

@@ -120,7 +120,7 @@ def model_hashes(cfg: Mapping, root: str, plan=None, asked: Mapping[str, dict] |
     each by name: its dvc.lock hash when it is a pipeline model, else ``sha256:<12 hex>`` of its weight files (a
     GGUF file or HF folder given by path), or ``served <model id> at <url> (<what the server reports>)`` (see
     :func:`_served_identity`) — beside the zoo checkpoints it requires. ``plan``: the run's
-    :class:`memlab.plan.RunPlan` (its models under test and required folders), else derived from ``cfg``;
+    :class:`memlab.runner.plan.RunPlan` (its models under test and required folders), else derived from ``cfg``;
     ``asked``: what each served model's server already reported for this run.json, by model name."""
     import yaml
 
@@ -212,7 +212,7 @@ def _served_dtype(node: Mapping, ident: dict | None = None) -> str:
     GGUF it names when that file is readable here (``Q4_1 (the served GGUF's file type)``), else "unknown
     (served)"; ``ident``: the server's report when already asked (else asked here)."""
     from memlab.backends.identity import served_file
-    from memlab.preflight import gguf_file_type
+    from memlab.runner.preflight import gguf_file_type
 
     path = served_file(_ask_server(node) if ident is None else ident)
     kind = gguf_file_type(Path(path)) if path else None
@@ -232,7 +232,7 @@ def _served_nodes(cfg: Mapping, plan=None) -> list[Mapping]:
 
 def write_run_json(out_dir: Path, cfg: Mapping, config_text: str, t0: float, plan=None) -> dict:
     """``run.json``: when the run started and how long it took, and its provenance (module docstring); the models,
-    threads and dtypes from the run's plan (:class:`memlab.plan.RunPlan`) when given, else derived from ``cfg``."""
+    threads and dtypes from the run's plan (:class:`memlab.runner.plan.RunPlan`) when given, else derived from ``cfg``."""
     root = str(cfg["paths"]["root"])
     profile = numerics.load_profile(cfg["numerics"]["name"])
     if plan is not None:

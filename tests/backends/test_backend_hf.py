@@ -387,7 +387,7 @@ def test_bf16_if_fast_loads_float32_without_bf16_units(micro_family):
     units (the same real AVX2-limited path), says so in one line, and keys its answers as float32; in this process
     it follows this CPU's own measurement, as ``run.json`` records it."""
     from memlab.backends.hf import bf16_is_fast
-    from memlab.run import required_dtypes
+    from memlab.provenance import required_dtypes
 
     code = ("import json, sys; from memlab.backends.factory import build_backend; "
             "print(build_backend(json.loads(sys.argv[1])).numerics)")

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from memlab import config as memlab_config
-from memlab import known_keys
+from memlab.runner import known_keys
 from memlab.backends import registry
 from memlab.backends.base import GenerationRequest
 from memlab.backends.factory import build_backend

@@ -150,7 +150,7 @@ def test_a_server_without_the_bos_override_is_refused_before_the_audit_generates
     """Issue 50: the audit scores its model (MIA), so its pre-flight scores one line on a local echo-scoring server:
     llama-cpp-python without the BOS override is one line, exit 2, within 20 s, before any generation (it failed
     after 133 s of PEARL generation, at the first scoring); the server started as the preset says passes."""
-    from memlab.preflight import check_served_scoring
+    from memlab.runner.preflight import check_served_scoring
     from tests.core.test_preflight import audit
 
     with llama_server_at(smollm_gguf, tmp_path) as url:

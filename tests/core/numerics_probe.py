@@ -16,7 +16,7 @@ from conftest import build_test_zoo  # noqa: E402
 from test_notebooks import CASES, FAMILIES  # noqa: E402
 
 from memlab.config import compose  # noqa: E402
-from memlab.run import execute  # noqa: E402
+from memlab.runner.execute import execute  # noqa: E402
 
 EXPERIMENTS = ("pearl_calibration", "recap_table3")
 

@@ -9,7 +9,7 @@ import pytest
 from memlab.config import compose, experiment_names, repo_root
 from memlab.errors import ConfigError
 from memlab.pipeline import stage_wanted
-from memlab.run import run_key
+from memlab.runner.keys import run_key
 
 EXPERIMENTS = experiment_names()
 STAGED = [e for e in EXPERIMENTS if stage_wanted(e)]   # every experiment but the audit (requires.stage: false)

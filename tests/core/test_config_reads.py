@@ -67,7 +67,7 @@ def walk(tmp_path_factory, zoo_builder, repo_root):
     pids = list(dict.fromkeys(r["pid"] for r in reads))
     assert len(pids) == 2, pids   # the runner, then the notebook's kernel
     runner, kernel = ([r for r in reads if r["pid"] == p] for p in pids)
-    assert any("run.py" in r["where"] for r in runner) and any("report.py" in r["where"] for r in kernel)
+    assert any("execute.py" in r["where"] for r in runner) and any("report.py" in r["where"] for r in kernel)
     return runner, kernel
 
 
@@ -80,8 +80,8 @@ def test_one_composition_per_run_point_beside_hydra_mains_two_and_the_kernel_nev
     composes = _kinds(runner, "compose")
     frames = [r["where"].split(" < ") for r in composes]
     # @hydra.main composes twice inside Hydra (Hydra's mode probe, then the run); beside them the point is composed
-    # once: by the override check (memlab.known_keys, the experiment with profile=smoke and no key override), whose
-    # composition is also the defaults the run's params are checked against (memlab.plan.experiment_defaults; before
+    # once: by the override check (memlab.runner.known_keys, the experiment with profile=smoke and no key override), whose
+    # composition is also the defaults the run's params are checked against (memlab.runner.plan.experiment_defaults; before
     # issue 48 those were composed once more, without profile=smoke: 4 in all), through memlab.config's one call of
     # Hydra's compose. The run plan is resolved from Hydra's composition, and run.json, W&B and the kernel read it:
     # nothing composes again
@@ -110,20 +110,20 @@ def test_a_run_with_no_override_composes_no_defaults(monkeypatch):
     so no compose; with a key override, the override check's composition of the point is reused."""
     from omegaconf import OmegaConf
 
-    from memlab import plan
+    from memlab.runner import plan
 
     def no_compose(*a, **k):
         raise AssertionError("composed again")
 
     monkeypatch.setattr(plan, "compose", no_compose)
-    monkeypatch.setattr("memlab.known_keys.COMPOSED", {})
+    monkeypatch.setattr("memlab.runner.known_keys.COMPOSED", {})
     resolved = {"params": {"alphas": [0.2, 0.4]}}
     for overrides in (["experiment=pearl_epochs"], ["experiment=pearl_epochs", "profile=smoke", "hydra/launcher=ray"]):
         assert plan.experiment_defaults("pearl_epochs", resolved, overrides) is resolved["params"]
     with pytest.raises(AssertionError, match="composed again"):   # no composition of the point at hand: composed
         plan.experiment_defaults("pearl_epochs", resolved, ["experiment=pearl_epochs", "params.alphas=[0.3]"])
     point = OmegaConf.create({"params": {"alphas": [0.1]}})
-    monkeypatch.setattr("memlab.known_keys.COMPOSED", {("experiment=pearl_epochs", "profile=smoke"): point})
+    monkeypatch.setattr("memlab.runner.known_keys.COMPOSED", {("experiment=pearl_epochs", "profile=smoke"): point})
     overrides = ["experiment=pearl_epochs", "profile=smoke", "params.alphas=[0.3]"]
     assert plan.experiment_defaults("pearl_epochs", resolved, overrides) == {"alphas": [0.1]}
 

@@ -154,7 +154,7 @@ def test_prompt_folders_are_derived_from_the_method_groups(stages):
 
 
 def test_where_runs_are_logged_and_cached_makes_nothing_stale(conf_repo, stages):
-    """The result-free groups (logger, cache, paths, hydra: memlab.keys.NON_RESULT_KEYS) are no stage's params:
+    """The result-free groups (logger, cache, paths, hydra: memlab.runner.keys.NON_RESULT_KEYS) are no stage's params:
     a new W&B project or cache file reruns nothing."""
     assert stale_after(conf_repo, "conf/logger/wandb.yaml", "project: memlab", "project: elsewhere") == set()
     assert stale_after(conf_repo, "conf/cache/sqlite.yaml", "responses.sqlite", "other.sqlite") == set()

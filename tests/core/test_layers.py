@@ -3,19 +3,19 @@
 The layers, lowest first, written down only here (docs/architecture.md explains them in one paragraph). A module
 belongs to the layer of the longest prefix below that names it; a module may import its own layer or any lower one.
 
-    0 foundations   memlab (the package: pins the numeric path), errors, progress, numerics, keys, gguf_parse,
-                    run_lock, wandb_log, lab, zoo_layout, plugins -- import nothing of memlab above themselves
+    0 foundations   memlab (the package: pins the numeric path), errors, progress, numerics, gguf_parse,
+                    wandb_log, lab, zoo_layout, plugins -- import nothing of memlab above themselves
     1 config        config, schema, comparison -- conf/, its typed nodes, the claim rules' registry
     2 parts         data, metrics, backends, plots -- corpora, measures, model backends, figures
-    3 model config  model_use, known_keys -- the models a run reads and the keys it knows (they ask the
-                    backends' registry of kinds)
+    3 model config  model_use -- the models a run reads (it asks the backends' registry of kinds)
     4 models        models -- the zoo and converted checkpoints (built from data, loaded through backends)
     5 study frame   study_run, results, report -- what every study runs inside and hands back
     6 methods       methods.* -- each method (pearl, recap, trace, the memorization curve) is its own package: a
                     method never imports another method
     7 audit         audit -- the audit runs the methods
-    8 runner        run, plan, preflight, sweeps, sweep_effects, provenance, pipeline, summary, reproduce,
-                    bench, cli -- plan: one run point resolved once, which the runner reads
+    8 runner        runner.* (plan: one run point resolved once, which the runner reads; keys, known_keys,
+                    preflight, execute, run_lock, sweeps, sweep_effects), run (its command), provenance, pipeline,
+                    summary, reproduce, bench, cli
     9 presentation  site
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
@@ -36,19 +36,17 @@ LIB = Path(__file__).resolve().parents[2] / "lib"
 ROOT = LIB / "memlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundations", ("memlab", "memlab.errors", "memlab.progress", "memlab.numerics", "memlab.keys",
-                     "memlab.gguf_parse", "memlab.run_lock", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout",
-                     "memlab.plugins")),
+    ("foundations", ("memlab", "memlab.errors", "memlab.progress", "memlab.numerics", "memlab.gguf_parse",
+                     "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout", "memlab.plugins")),
     ("config", ("memlab.config", "memlab.schema", "memlab.comparison")),
     ("parts", ("memlab.data", "memlab.metrics", "memlab.backends", "memlab.plots")),
-    ("model config", ("memlab.model_use", "memlab.known_keys")),
+    ("model config", ("memlab.model_use",)),
     ("models", ("memlab.models",)),
     ("study frame", ("memlab.study_run", "memlab.results", "memlab.report")),
     ("methods", ("memlab.methods",)),
     ("audit", ("memlab.audit",)),
-    ("runner", ("memlab.run", "memlab.plan", "memlab.preflight", "memlab.sweeps", "memlab.sweep_effects", "memlab.provenance",
-                "memlab.pipeline",
-                "memlab.summary", "memlab.reproduce", "memlab.bench", "memlab.cli")),
+    ("runner", ("memlab.runner", "memlab.run", "memlab.provenance", "memlab.pipeline", "memlab.summary",
+                "memlab.reproduce", "memlab.bench", "memlab.cli")),
     ("presentation", ("memlab.site",)),
 ]
 
@@ -239,13 +237,13 @@ def test_no_upward_imports():
 
 def test_the_checker_sees_what_it_must(tmp_path):
     """The reader finds lazy, relative and string imports, and a planted circle and upward import are reported."""
-    g = {"memlab.errors": {"memlab.run": 1}, "memlab.run": {"memlab.errors": 2}, "memlab": {}}
-    assert circles(g) == [("memlab.errors", "memlab.run", "memlab.errors")]
-    assert upward(g) == [("memlab.errors", "memlab.run", 1)]
+    g = {"memlab.errors": {"memlab.runner.execute": 1}, "memlab.runner.execute": {"memlab.errors": 2}, "memlab": {}}
+    assert circles(g) == [("memlab.errors", "memlab.runner.execute", "memlab.errors")]
+    assert upward(g) == [("memlab.errors", "memlab.runner.execute", 1)]
     assert circles({"memlab": {"memlab.numerics": 1}, "memlab.numerics": {"memlab": 2}}) == []
     src = ROOT / "data" / "corpora.py"
     assert set(imports("memlab.data.corpora", src, modules())) >= {"memlab.data.kjv", "memlab.errors"}  # strings too
-    assert "memlab.sweeps" in imports("memlab.run", ROOT / "run.py", modules())  # a lazy import inside main()
+    assert "memlab.runner.sweeps" in imports("memlab.runner.execute", ROOT / "runner" / "execute.py", modules())  # a lazy import inside main()
     rel = tmp_path / "corpus_stream.py"
     rel.write_text("from .base import checked_doc\n\ndef f():\n    from .. import simpletrace\n")
     assert set(imports("memlab.methods.trace.index.corpus_stream", rel, modules())) == {

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from memlab.config import compose, experiment_names
 from memlab.errors import ConfigError
 from memlab import model_use as mu
-from memlab.run import run_key
+from memlab.runner.keys import run_key
 
 
 def _tested(experiment, overrides):

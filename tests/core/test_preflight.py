@@ -60,7 +60,7 @@ def safetensors(n_floats: int = 2) -> bytes:
 
 # ---- the header reader itself (no subprocess) --------------------------------------------------------------------
 def test_a_whole_gguf_is_as_long_as_its_header_declares(tmp_path):
-    from memlab.preflight import check_gguf, gguf_extent
+    from memlab.runner.preflight import check_gguf, gguf_extent
 
     path = tmp_path / "ok.gguf"
     path.write_bytes(tiny_gguf())
@@ -77,7 +77,7 @@ def smollm_gguf(tmp_path_factory) -> Path:
 
 
 def test_the_real_smollm2_gguf_passes_and_its_half_is_cut(smollm_gguf, tmp_path):
-    from memlab.preflight import gguf_extent
+    from memlab.runner.preflight import gguf_extent
 
     needed, size = gguf_extent(smollm_gguf)
     assert needed == size

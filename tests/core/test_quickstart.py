@@ -79,7 +79,7 @@ def test_quickstart_make_command_is_the_documented_recipe_dry_run(repo_root, cmd
 def test_quickstart_memlab_run_commands_compose_with_cfg_job(repo_root):
     """Each `python -m memlab.run …` command, with `--cfg job`: exit 0, and every override it passes is in the
     composed config (a `-m` sweep: one composition per value, each with its own run folder)."""
-    from memlab.run import run_key
+    from memlab.runner.keys import run_key
 
     runs = [c for c in _commands(repo_root) if c.startswith(".venv/bin/python -m memlab.run") and "--help" not in c]
     assert runs

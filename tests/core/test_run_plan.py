@@ -1,4 +1,4 @@
-"""One run plan (issue 48): a run point is resolved once into a frozen :class:`memlab.plan.RunPlan`, which the
+"""One run plan (issue 48): a run point is resolved once into a frozen :class:`memlab.runner.plan.RunPlan`, which the
 runner, run.json, W&B and the notebook kernel read; a model preset is read from its own files, not composed."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ def test_a_preset_read_from_its_file_is_the_composed_one(name, profile):
 
 def _no_compose(monkeypatch):
     import memlab.config
-    import memlab.plan
+    import memlab.runner.plan
 
     def refuse(*a, **k):
         raise AssertionError("composed again")
 
-    for module in (memlab.config, memlab.plan):
+    for module in (memlab.config, memlab.runner.plan):
         monkeypatch.setattr(module, "compose", refuse)
 
 
@@ -36,7 +36,7 @@ def test_a_plan_is_resolved_once_without_composing_and_is_frozen(experiment, mon
     import dataclasses
 
     from memlab.model_use import required_models, required_threads, target_nodes
-    from memlab.plan import make_plan
+    from memlab.runner.plan import make_plan
     from memlab.provenance import required_dtypes
 
     cfg = compose(experiment)
@@ -62,7 +62,7 @@ def test_run_json_reads_the_plan(monkeypatch, tmp_path):
     """run.json's models, threads and dtypes come from the plan: nothing derives them from the config again."""
     import memlab.model_use
     import memlab.provenance
-    from memlab.plan import make_plan
+    from memlab.runner.plan import make_plan
 
     cfg = compose("pearl_wild")
     plan = make_plan(cfg, "default", ["experiment=pearl_wild"])

@@ -117,7 +117,7 @@ def test_executed_notebook_html_loads_nothing_remote(tmp_path):
 
     import nbformat
 
-    from memlab.run import _html
+    from memlab.runner.execute import _html
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")])
     path = tmp_path / "x.ipynb"
@@ -133,7 +133,7 @@ def test_the_runner_validates_notebooks_without_compiling_the_iri_grammar(tmp_pa
     3.6 s per run); nbformat still validates: a good notebook passes, a broken one is refused."""
     code = """
 import sys
-from memlab.run import _without_iri_grammar
+from memlab.runner.execute import _without_iri_grammar
 _without_iri_grammar()
 import nbformat, papermill
 nbformat.validate(nbformat.read("notebooks/pearl_mia.ipynb", as_version=4))

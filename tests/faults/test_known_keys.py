@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from memlab.known_keys import check_overrides
+from memlab.runner.known_keys import check_overrides
 
 
 def _runner(tmp_path, *args):

@@ -161,7 +161,7 @@ def test_truncated_notebook_file_is_one_line_naming_it_and_git_checkout(tmp_path
 
 def test_notebook_check_names_the_checkout_path_and_passes_a_whole_notebook(tmp_path):
     from memlab.errors import MemlabError
-    from memlab.run import check_notebook
+    from memlab.runner.execute import check_notebook
 
     folder = _notebooks_with(tmp_path, truncate=True)
     with pytest.raises(MemlabError, match=r"`git checkout -- notebooks/memorization_curve.ipynb`"):

@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from memlab.errors import MemlabError
-from memlab.run import run_key
-from memlab.run_lock import exclusive, lock_path
+from memlab.runner.keys import run_key
+from memlab.runner.run_lock import exclusive, lock_path
 
 HOLDER = r"""
 import sys, time
 from pathlib import Path
-from memlab.run_lock import exclusive, lock_path
+from memlab.runner.run_lock import exclusive, lock_path
 exp_dir = Path(sys.argv[1])
 with exclusive(exp_dir, sys.argv[2], "first run"):
     partial = exp_dir / f".{sys.argv[2]}.partial"

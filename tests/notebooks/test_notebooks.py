@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memlab.config import compose
-from memlab.run import execute
+from memlab.runner.execute import execute
 
 KJV = {"corpus": "kjv", "options": {"unit": "chapter"}}
 TINY = {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64}

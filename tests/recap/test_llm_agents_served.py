@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from memlab.config import compose
-from memlab.run import execute
+from memlab.runner.execute import execute
 from tests.backends.llama_server import llama_server, smollm_gguf
 from tests.backends.openai_presets import served_node
 from tests.notebooks.test_notebooks import FAMILIES, RECAP_TEST

@@ -1,6 +1,6 @@
 """The reviewer report site (``make report`` → ``python -m memlab.site``), opened in a real browser.
 
-A real tiny run of the demo (``memlab.run.execute`` on ``memorization_curve`` with a test zoo, W&B offline) plus one
+A real tiny run of the demo (``memlab.runner.execute.execute`` on ``memorization_curve`` with a test zoo, W&B offline) plus one
 synthetic run folder whose comparison table holds every verdict (today's and the older vocabulary), the optional
 columns (rule, paper's sentence), a sanity table, a run.json from another commit and a degenerate figure; the site
 built from them is opened from ``file://`` in Debian's chromium at 1280 px: every page, link and image, one summary
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import subprocess
 import sys
 import tarfile
@@ -42,7 +41,7 @@ def results(tmp_path_factory, zoo_builder, two_chapter_family):
                  "params.prefix_len=8", "params.cont_len=8", "params.epoch_every=1"]
     code = textwrap.dedent(f"""
         from memlab.config import compose
-        from memlab.run import execute
+        from memlab.runner.execute import execute
         execute(compose("memorization_curve", {overrides!r}), "default")
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)

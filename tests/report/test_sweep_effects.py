@@ -1,4 +1,4 @@
-"""A swept key that changes no metric (memlab.sweep_effects): after a sweep, one warning line per swept key whose
+"""A swept key that changes no metric (memlab.runner.sweep_effects): after a sweep, one warning line per swept key whose
 points wrote byte-identical metrics.json, naming the tables that do differ; a key that changes a metric is no
 warning. Synthetic run folders at the runner's keys, then a real `python -m memlab.run -m` sweep."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memlab.run import run_key
-from memlab.sweep_effects import idle_keys, warn_idle_keys
-from memlab.sweeps import expand
+from memlab.runner.keys import run_key
+from memlab.runner.sweep_effects import idle_keys, warn_idle_keys
+from memlab.runner.sweeps import expand
 
 OVERRIDES = ["experiment=pearl_sizes", "method.alpha=0.1,0.2", "seed=0,1"]
 

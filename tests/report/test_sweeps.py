@@ -1,4 +1,4 @@
-"""Sweeps as results (memlab.sweeps): synthetic run folders at the keys the runner gives a sweep's points; the
+"""Sweeps as results (memlab.runner.sweeps): synthetic run folders at the keys the runner gives a sweep's points; the
 summary table has one row per point (a missing point marked), the figure draws each claim's value with its
 interval vs the swept key, and the report site shows the sweep with its table as a page."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from memlab.run import run_key
-from memlab.keys import sweep_key
-from memlab.sweeps import expand, summarize
+from memlab.runner.keys import run_key
+from memlab.runner.keys import sweep_key
+from memlab.runner.sweeps import expand, summarize
 
 OVERRIDES = ["experiment=pearl_mia", "params.target_fpr=0.05,0.1,0.2", "params.min_k=0.1,0.2"]
 
@@ -77,7 +77,7 @@ def test_summary_table_figure_and_meta(swept):
 def test_a_threshold_that_moves_metrics_but_no_claim_draws_the_metrics(tmp_path):
     """As `-m experiment=pearl_mia method.tau_b=0.1,0.3` on the reproduced run: the claim stays put (a flat line is
     not drawn), AUC of the GFD score moves and is the figure; a metric that stays put is not drawn either."""
-    from memlab.sweeps import _y_columns
+    from memlab.runner.sweeps import _y_columns
 
     results = tmp_path / "results"
     overrides = ["experiment=pearl_mia", "method.tau_b=0.1,0.3"]
@@ -107,7 +107,7 @@ def test_site_shows_the_sweep(swept, tmp_path):
 
 
 def test_runner_hook_finds_the_results_folder(tmp_path, capsys):
-    from memlab.sweeps import write_sweeps
+    from memlab.runner.sweeps import write_sweeps
 
     results = tmp_path / "results"
     overrides = [*OVERRIDES, f"paths.results={results}", "hydra/launcher=basic"]
@@ -126,7 +126,7 @@ def test_a_sweep_that_changed_nothing_is_a_sentence_on_the_site_not_a_flat_figur
     site shows that warning and a sentence in place of the flat figure; the varying sweep above (the control) keeps
     its figure and has no warning."""
     from memlab.site import build
-    from memlab.sweeps import write_sweeps
+    from memlab.runner.sweeps import write_sweeps
 
     results = tmp_path / "results"
     overrides = [*OVERRIDES, f"paths.results={results}", "hydra/launcher=basic"]
@@ -181,7 +181,7 @@ def test_sweep_summary_is_logged_to_wandb_in_the_experiments_group(swept, tmp_pa
     results, _ = swept
     out = summarize(results, "pearl_mia", OVERRIDES)
     # in its own process, as the runner logs it: W&B's files are complete once that process has exited
-    code = ("import sys; from pathlib import Path; from memlab.sweeps import log_wandb; "
+    code = ("import sys; from pathlib import Path; from memlab.runner.sweeps import log_wandb; "
             "log_wandb({'project': 'memlab', 'entity': None, 'mode': 'offline', 'dir': sys.argv[1]}, 'pearl_mia', "
             "Path(sys.argv[2]))")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(out)], capture_output=True, text=True,
@@ -214,7 +214,7 @@ def _curve_point(results: Path, point: list[str], member_exact: int, started: st
 def test_a_seed_sweep_shows_each_draw_and_their_spread_on_categorical_ticks_and_each_rate_once(tmp_path):
     """`-m experiment=memorization_curve seed=0,1,2`: seeds are draws, not an axis — one tick per seed plus their
     mean ± range, points never joined by a line; a count and its rate (`_exact`, `_rate`) are one panel (the rate)."""
-    from memlab.sweeps import sweep_figure
+    from memlab.runner.sweeps import sweep_figure
 
     results = tmp_path / "results"
     _, points = expand(SEEDS)
@@ -236,7 +236,7 @@ def test_a_seed_sweep_shows_each_draw_and_their_spread_on_categorical_ticks_and_
 
 
 def test_a_numeric_key_keeps_its_axis_and_a_swept_seed_becomes_its_spread_names_are_categories():
-    from memlab.sweeps import layout
+    from memlab.runner.sweeps import layout
 
     table = pd.DataFrame({"method.alpha": ["0.1", "0.1", "0.3", "0.3"], "seed": ["0", "1", "0", "1"],
                           "ran": True, "status": "ran", "auc": [0.5, 0.6, 0.7, 0.9]})

@@ -2,7 +2,7 @@
 
 A kind registers once, with :func:`backend_kind` on its build function, in one module of :data:`KIND_PACKAGE`
 (``hf`` and ``openai`` there too): its name (the value of ``model.backend``), the frozen dataclass of its model
-node (its fields are the node's keys: :mod:`memlab.known_keys` knows them from it, and the file defining it is
+node (its fields are the node's keys: the runner's override check knows them from it, and the file defining it is
 where an unknown key's message points), and what the rest asks instead of comparing names:
 
 - ``served``: a server answers for the model (``model.base_url`` serves ``model.model_id``): the run's provenance

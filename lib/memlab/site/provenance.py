@@ -1,4 +1,4 @@
-"""Each run's provenance (its ``run.json``, written by :mod:`memlab.run`) and whether it matches the checkout.
+"""Each run's provenance (its ``run.json``, written by :mod:`memlab.runner.execute`) and whether it matches the checkout.
 
 The rule for flagging a run, stated on every run page: a run is flagged when its ``run.json`` records no commit,
 a commit other than the checkout's HEAD, or uncommitted changes (``dirty``) beyond ``dvc.lock``, which ``make

@@ -1,4 +1,4 @@
-"""Sweeps on the site: every ``results/<experiment>/sweeps/<sweep-id>/`` that :mod:`memlab.sweeps` wrote."""
+"""Sweeps on the site: every ``results/<experiment>/sweeps/<sweep-id>/`` that :mod:`memlab.runner.sweeps` wrote."""
 
 from __future__ import annotations
 

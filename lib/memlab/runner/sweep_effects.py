@@ -44,7 +44,7 @@ def idle_keys(results: Path, experiment: str, overrides: list[str],
     """Swept key → {table file name → (rows that differ, rows)} for every swept key that changed no byte of
     ``metrics.json`` across the points that ran in this sweep (:func:`point_status`; {} as the tables when no table
     differs either)."""
-    from memlab.keys import expand, experiment_of, run_key
+    from memlab.runner.keys import expand, experiment_of, run_key
 
     swept, points = expand(overrides)
     points = [p for p in points if experiment_of(p) in (None, experiment)]
@@ -97,7 +97,7 @@ def warn_idle_keys(results: Path, experiment: str, overrides: list[str], since: 
 
 def _judged_on(results: Path, experiment: str, overrides: list[str], since: float | None) -> str:
     """" (judged on the 3 of 4 points that ran in this sweep)" when some point did not run, else ""."""
-    from memlab.keys import expand, experiment_of, run_key
+    from memlab.runner.keys import expand, experiment_of, run_key
 
     _, points = expand(overrides)
     points = [p for p in points if experiment_of(p) in (None, experiment)]

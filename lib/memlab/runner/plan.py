@@ -1,6 +1,6 @@
 """The run plan (issue 48): one run point resolved once, before anything runs, into a frozen :class:`RunPlan`.
 
-The runner (:func:`memlab.run.execute`) reads the plan: the resolved config it writes to ``config.yaml`` and hands
+The runner (:func:`memlab.runner.execute.execute`) reads the plan: the resolved config it writes to ``config.yaml`` and hands
 to the notebook's kernel as its one injected parameter (``cfg``), the folders it writes, the numeric profile it
 pins, ``run.json``'s models with their threads and dtypes (:func:`memlab.provenance.write_run_json`) and W&B's
 config. Nothing composes conf/ again for that point: Hydra's ``@hydra.main`` composed it, and the experiment's
@@ -89,11 +89,11 @@ def experiment_defaults(name: str, resolved: dict, overrides: Sequence[str] | No
     """The ``params`` a run's params are checked against (:func:`memlab.schema.check_like_defaults`: a value given
     on the command line keeps its default's type): the point's config without the command line's key overrides.
     That is the run's own params when every override is a group choice; else the composition the runner's override
-    check (:mod:`memlab.known_keys`) made of the point's group choices; composed once only when neither is at hand
-    (a direct call of :func:`memlab.run.execute`, a sweep's job launched in another process). The values the group
+    check (:mod:`memlab.runner.known_keys`) made of the point's group choices; composed once only when neither is at hand
+    (a direct call of :func:`memlab.runner.execute.execute`, a sweep's job launched in another process). The values the group
     choices bring come from conf/ files, each checked against its experiment's own defaults in every profile by
     tests/core/test_validation.py."""
-    from memlab.known_keys import COMPOSED
+    from memlab.runner.known_keys import COMPOSED
 
     if overrides is None:
         return resolve(compose(name))["params"]

@@ -1,11 +1,11 @@
 """Sweeps as results: after ``python -m memlab.run -m experiment=<e> a=1,2,3 …``, one summary of every point.
 
-Each point of a sweep is its own run folder (``results/<e>/<run-key>/``, :func:`memlab.keys.run_key`). This module
+Each point of a sweep is its own run folder (``results/<e>/<run-key>/``, :func:`memlab.runner.keys.run_key`). This module
 expands the command line's overrides the way Hydra's basic sweeper does, finds every point's folder and writes
 ``results/<e>/sweeps/<sweep-id>/``:
 
 * ``sweep.csv`` — one row per point: its run key, the swept keys' values, its status in this sweep (ran, failed,
-  missing, stale: :func:`memlab.sweep_effects.point_status`) and, only when it ran, every numeric metric of its
+  missing, stale: :func:`memlab.runner.sweep_effects.point_status`) and, only when it ran, every numeric metric of its
   ``metrics.json`` and, per claim of its ``tables/comparison.csv``, our value, its interval and the verdict;
 * ``sweep.png`` — each claim whose value varies (with its 95 % interval), then each other metric that varies (a
   count beside its rate drawn once, as the rate), at most ``MAX_PANELS`` panels, against the first swept key that
@@ -16,7 +16,7 @@ expands the command line's overrides the way Hydra's basic sweeper does, finds e
   figure's caption.
 
 A swept key that changed no byte of any point's ``metrics.json`` is one warning naming the tables it did change
-(:mod:`memlab.sweep_effects`).
+(:mod:`memlab.runner.sweep_effects`).
 
 The report site (:mod:`memlab.site.sweep_pages`) shows every sweep present.
 """
@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 
 from memlab.errors import MemlabError
-from memlab.keys import expand, experiment_of, run_key, sweep_key
-from memlab.sweep_effects import point_status
+from memlab.runner.keys import expand, experiment_of, run_key, sweep_key
+from memlab.runner.sweep_effects import point_status
 
 MAX_PANELS = 6  # panels of the sweep figure (varying claims first, then varying metrics): more would not be read
 
@@ -58,7 +58,7 @@ def point_row(folder: Path, key: str, values: dict[str, str], since: float | Non
 def summarize(results: Path, experiment: str, overrides: list[str], idle: list[str] | None = None,
               since: float | None = None) -> Path:
     """Write the sweep summary of ``experiment`` for the command-line ``overrides``; returns its folder. ``idle``:
-    the lines naming swept keys that changed no metric (:mod:`memlab.sweep_effects`), kept in sweep.json;
+    the lines naming swept keys that changed no metric (:mod:`memlab.runner.sweep_effects`), kept in sweep.json;
     ``since``: when the sweep started (epoch seconds), so that a point's run from before it is not shown as its."""
     import pandas as pd
 
@@ -303,7 +303,7 @@ def write_sweeps(overrides: list[str], since: float | None = None) -> list[Path]
     from omegaconf import OmegaConf
 
     from memlab.config import compose
-    from memlab.sweep_effects import warn_idle_keys
+    from memlab.runner.sweep_effects import warn_idle_keys
 
     swept, points = expand(overrides)
     if not points or len(points) < 2:

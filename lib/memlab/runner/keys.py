@@ -1,5 +1,5 @@
 """Run keys: which command-line overrides name a run's folder, and a sweep's points. Shared by the runner
-(:mod:`memlab.run`) and the sweep summaries (:mod:`memlab.sweeps`, :mod:`memlab.sweep_effects`); imports nothing of
+(:mod:`memlab.runner.execute`) and the sweep summaries (:mod:`memlab.runner.sweeps`, :mod:`memlab.runner.sweep_effects`); imports nothing of
 memlab."""
 
 from __future__ import annotations

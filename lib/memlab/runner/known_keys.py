@@ -23,7 +23,7 @@ from memlab.config import config_groups
 GPU_DEVICES = ("cuda", "gpu")
 _MAX_POINTS = 64  # sweep points composed for the check; beyond that only the first ones are checked
 # the configs composed for the check, by their normalized group overrides: the runner reuses the experiment's
-# default composition from here instead of composing conf/ again (issue 30; memlab.plan.experiment_defaults)
+# default composition from here instead of composing conf/ again (issue 30; memlab.runner.plan.experiment_defaults)
 COMPOSED: dict[tuple[str, ...], Any] = {}
 
 
