@@ -114,16 +114,17 @@ TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 test: setup llama-cpp
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 -m "not vendors" tests
 
-# The two-vendor test (tests/core/test_numerics_vendors.py): the default path run as an AMD and as an Intel CPU under
-# qemu-user, bytes compared, with the pre-fix path as the control that must differ. ~10 min on 2 cores, so its own
-# CI step rather than part of `make test`.
+# The machine-independence tests, their own CI step rather than part of `make test`: the two-vendor test
+# (tests/core/test_numerics_vendors.py: the default path run as an AMD and as an Intel CPU under qemu-user, bytes
+# compared, with the pre-fix path as the control that must differ) and two machines played on one
+# (tests/core/test_numerics_machines.py: ISA caps, MKL branch, threads and CPUs; the native path as the control).
 .PHONY: test-vendors
 # the quick loop while editing: everything but the slow files (tests/conftest.py SLOW_FILES) and the vendor test
 test-fast: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not vendors" tests
 
 test-vendors: setup
-	$(PY) -m pytest -q -p no:xdist -m vendors tests/core/test_numerics_vendors.py
+	$(PY) -m pytest -q -p no:xdist -m vendors tests/core/test_numerics_vendors.py tests/core/test_numerics_machines.py
 
 # BENCH_ARGS: e.g. --quick (every section at minute scale, what CI runs) or --only metrics trace
 bench: setup

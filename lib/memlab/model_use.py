@@ -64,10 +64,9 @@ def testing_experiments() -> list[str]:
 def check_model_override(cfg, overrides: Sequence[str]) -> None:
     """Refuse a model choice where the experiment tests no given model; where it does, make the chosen ``model``
     the one model under test (``cfg.models = [model]``, named after its path or served id unless named) and give
-    ``cfg.model`` back its experiment's node (with the command line's runtime keys)."""
+    ``cfg.model`` back its experiment's node (its preset, :func:`experiment_model_choice`, with the command line's
+    runtime keys): read from the files, not composed again (issue 48)."""
     from omegaconf import OmegaConf, open_dict
-
-    from memlab.config import compose
 
     name = cfg.get("experiment_name")
     given_none = any(_key(o) == "models" for o in overrides) and cfg.get("models") is not None and not len(cfg.models)
@@ -92,10 +91,28 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
         node["name"] = derived_name(to_plain(OmegaConf.create(scope).model))
     # the `model` node itself stays the experiment's own (the template of its zoo checkpoints, e.g. the tiny ground
     # truth beside the tested models): the same control whatever model is tested
-    rest = [o for o in overrides if o not in choices and _key(o) != "experiment"]
+    own = preset(experiment_model_choice(str(name)), cfg.paths, cfg.numerics)
+    own.update({k: cfg.model[k] for k in {_key(o).removeprefix("model.") for o in overrides} & set(RUNTIME_KEYS)})
     with open_dict(cfg):
         cfg.models = [node]
-        cfg.model = compose(name, rest).model
+        cfg.model = own
+
+
+def experiment_model_choice(name: str, seen: frozenset = frozenset()) -> str:
+    """The conf/model preset an experiment's file picks (``override /model: <preset>``, or the nearest file it
+    extends), else conf/config.yaml's: read from the files, as Hydra's defaults list picks it (no composition)."""
+    path = CONF_DIR / "experiment" / f"{name}.yaml"
+    spec = (read_yaml(path) or {}) if name not in seen and path.exists() else {}
+    defaults = spec.get("defaults") or []
+    for entry in defaults:
+        picked = [v for k, v in entry.items() if k.split()[-1].strip("/") == "model"] if isinstance(entry, Mapping) else []
+        if picked:
+            return str(picked[0])
+    for parent in reversed([d for d in defaults if isinstance(d, str) and d != "_self_"]):
+        if (CONF_DIR / "experiment" / f"{parent}.yaml").exists():
+            return experiment_model_choice(parent, seen | {name})
+    top = read_yaml(CONF_DIR / "config.yaml") or {}
+    return next(str(e["model"]) for e in top["defaults"] if isinstance(e, Mapping) and "model" in e)
 
 
 def _what_it_measures(cfg) -> str:

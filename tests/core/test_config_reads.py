@@ -86,7 +86,7 @@ def test_one_composition_per_run_point_beside_hydra_mains_two_and_the_kernel_nev
     # Hydra's compose. The run plan is resolved from Hydra's composition, and run.json, W&B and the kernel read it:
     # nothing composes again
     assert sorted(f[1].split(":")[0] for f in frames) == ["config.py", "hydra.py", "hydra.py"], composes
-    assert [f[3].split(":")[0] for f in frames if f[1].startswith("config.py")] == ["known_keys.py"], composes
+    assert [f[3].split(":")[0] for f in frames if f[1].startswith("config.py")] == ["runner/known_keys.py"], composes
     assert _kinds(kernel, "compose") == []   # the kernel gets the resolved config from the runner
 
 

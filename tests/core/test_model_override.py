@@ -196,3 +196,27 @@ def test_a_served_model_over_an_hf_experiment_carries_none_of_the_hf_keys(preset
     (node,) = mu.target_nodes(cfg)
     assert "batch_size" not in node and node["backend"] == "openai"
     assert openai_config(node).base_url == "http://127.0.0.1:9/v1"   # the typed build refuses any stray key
+
+
+@pytest.mark.parametrize("choice", ["gguf", "served"])
+@pytest.mark.parametrize("extra", [[], ["profile=smoke"], ["numerics=native", "++model.threads=2", "++model.batch_size=3"]])
+@pytest.mark.parametrize("experiment", mu.testing_experiments())
+def test_the_experiments_own_model_node_comes_back_without_composing_again(experiment, extra, choice, tmp_path,
+                                                                          monkeypatch):
+    """Issue 48: a model choice (model.path=…, model=<served preset>) leaves ``model`` the experiment's own node,
+    with the command line's runtime keys, exactly as composing the experiment without the choice gives it; read
+    from conf/'s files (memlab.model_use.experiment_model_choice), so the run point is composed once."""
+    import memlab.config
+
+    chosen = {"gguf": [f"model.path={tmp_path / 'Mine.Q4_1.gguf'}"],
+              "served": ["model=llama-cpp", "model.base_url=http://127.0.0.1:9/v1"]}[choice]
+    overrides = [*chosen, *extra]
+    cfg = compose(experiment, overrides)
+    expected = OmegaConf.to_container(compose(experiment, extra), resolve=True)["model"]
+    composed = []
+    real = memlab.config.hydra_composition
+    monkeypatch.setattr(memlab.config, "hydra_composition", lambda *a, **k: composed.append(a) or real(*a, **k))
+    mu.check_model_override(cfg, overrides)
+    assert composed == []
+    assert OmegaConf.to_container(cfg, resolve=True)["model"] == expected
+    assert mu.target_nodes(cfg)[0]["name"] in ("Mine.Q4_1", "llama-cpp")

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.vendors   # a machine-independence test: `make test-vendors`, its own CI step
+
 PROBE = Path(__file__).with_name("numerics_probe.py")
 MACHINE_A = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_CBWR": "COMPATIBLE",
              "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
