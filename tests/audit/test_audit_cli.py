@@ -65,3 +65,12 @@ def test_the_audit_line_counts_its_four_parts_in_units_of_work_with_an_overall_e
     assert all(eta is not None for *_, units, of, eta in lines if units < of), lines
     assert all(eta is None for *_, units, of, eta in lines if units == of), lines
 
+
+def test_audit_out_writes_under_the_folder_and_nothing_in_the_working_folder(smoke_audit):
+    r, work, out, folder = smoke_audit
+    assert list(work.iterdir()) == []   # no results/, no wandb/, no outputs/ (Hydra's log) in the working folder
+    assert folder.parent == out / "results" / "audit" and f"metrics in {folder}/metrics.json" in r.stderr
+    audit = pd.read_csv(folder / "tables" / "audit.csv")
+    assert {"PEARL (completion)", "RECAP", "SimpleTrace"} <= set(audit.method)
+    assert (folder / "audit.html").is_file() and (folder / "run.json").is_file()
+    assert list(out.glob("wandb/offline-run-*")) and list(out.glob("outputs/hydra/*/run.log"))
