@@ -215,7 +215,7 @@ SLOW_FILES = frozenset({
     "backends/test_served_scoring.py", "report/test_lab.py", "backends/test_score_bos.py",
     "backends/test_backend_hf.py", "core/test_model_override.py", "audit/test_selfcheck.py",
     "core/test_config_reads.py", "core/test_config.py", "data/test_data_stage_portable.py", "core/test_progress.py",
-    "faults/test_relay_warnings.py", "core/test_validation.py", "audit/test_audit_cli.py",
+    "faults/test_relay_warnings.py", "core/test_validation.py", "audit/test_audit_cli.py", "core/test_cli.py",
 })
 
 
