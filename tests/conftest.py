@@ -187,6 +187,24 @@ def one_chapter_family() -> dict:
     return copy.deepcopy(ONE_CHAPTER_FAMILY)
 
 
+@pytest.fixture(scope="session")
+def installed_package(tmp_path_factory) -> dict:
+    """The environment of a user who installed memlab (``pip install .``) outside any checkout, without the install:
+    ``lib/memlab`` copied to a site folder with its shipped conf/, notebooks/ and prompts/ resolved (as the wheel
+    holds them, :func:`memlab.config.project_dir`), on PYTHONPATH; no MEMLAB_ROOT, so a command run from a folder
+    outside the checkout reads and writes there; the user's cache folder is the checkout's .cache/ (its offline
+    downloads: sdists, wheels), through a link."""
+    import shutil
+
+    site = tmp_path_factory.mktemp("site")
+    shutil.copytree(REPO_ROOT / "lib" / "memlab", site / "memlab", symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    xdg = tmp_path_factory.mktemp("xdg")
+    (xdg / "memlab").symlink_to(REPO_ROOT / ".cache")
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMLAB_ROOT", "MEMLAB_AUDIT_README")}
+    return {**env, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(xdg)}
+
+
 # The files that take most of `make test`'s time (measured with `pytest --durations=0` on this 2-core machine: each
 # ≥ 17 s of setup + calls, together ~1,300 of ~1,550 test-seconds): marked `slow`, so `make test-fast`
 # (-m "not slow and not vendors") runs everything else as a quick loop. `make test` runs them all.
@@ -197,7 +215,7 @@ SLOW_FILES = frozenset({
     "backends/test_served_scoring.py", "report/test_lab.py", "backends/test_score_bos.py",
     "backends/test_backend_hf.py", "core/test_model_override.py", "audit/test_selfcheck.py",
     "core/test_config_reads.py", "core/test_config.py", "data/test_data_stage_portable.py", "core/test_progress.py",
-    "faults/test_relay_warnings.py", "core/test_validation.py",
+    "faults/test_relay_warnings.py", "core/test_validation.py", "audit/test_audit_cli.py", "core/test_cli.py",
 })
 
 

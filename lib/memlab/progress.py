@@ -8,7 +8,9 @@ Library side — long loops report through one object::
 
 A loop whose items each run many small tasks (RECAP's events: a few generate calls of 1–2 requests each) reports
 as an *outer* task (``Progress(..., outer=True)``): the line then shows it, with its own ETA, before the inner task
-(``RECAP smollm2 events 3/12 · ETA 2:10 · generate smollm2 0/2``).
+(``RECAP smollm2 events 3/12 · ETA 2:10 · generate smollm2 0/2``). A study run as named parts in turn (the
+audit: PEARL, MIA, RECAP, SimpleTrace) reports them through :class:`Parts`, shown first with the overall ETA
+(``part 3/4 RECAP · units 22/28 · ETA 0:40 · RECAP smollm2 events 0/2 · …``); a log gets a line as each part starts.
 
 Without a runner, nothing is printed (notebooks opened by hand keep their own tqdm bars). Under the runner,
 ``MEMLAB_PROGRESS`` names a file the runner created; the kernel appends one JSON line per update (at most every
@@ -27,6 +29,7 @@ import sys
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 
 ENV = "MEMLAB_PROGRESS"
@@ -71,14 +74,58 @@ class Progress:
             if not force and now - self._last < _MIN_GAP:
                 return
             self._last = now
-            line = json.dumps({"label": self.label, "done": self.done, "total": self.total, "t0": self.t0,
-                               "t": now, "requests": self.requests, "hits": self.hits, "cell": _cell(),
-                               **({"outer": True} if self.outer else {})})
+            line = json.dumps(self._record(now))
         try:
             with open(self._path, "a", encoding="utf-8") as f:
                 f.write(line + "\n")
         except OSError:  # progress must never break a run
             self._path = None
+
+    def _record(self, now: float) -> dict:
+        """The JSON line the runner's :class:`Relay` reads."""
+        return {"label": self.label, "done": self.done, "total": self.total, "t0": self.t0, "t": now,
+                "requests": self.requests, "hits": self.hits, "cell": _cell(),
+                **({"outer": True} if self.outer else {})}
+
+
+class Parts(Progress):
+    """A study run as named parts in turn (the audit: PEARL, MIA, RECAP, SimpleTrace), each of a planned count of
+    work units (documents, events, prompts): the runner's line shows it before any other task, ``part 3/4 RECAP ·
+    units 22/28 · ETA 0:40``, the ETA extrapolated from the units done so far (a part's units count as it reports
+    them with :meth:`credit`, and all of them when it ends) and ``ETA —`` until that can be trusted
+    (:data:`ETA_MIN_DONE` units, :data:`ETA_MIN_SECONDS`). The units of different parts cost differently, so the
+    estimate is rough; it is revised at every part's end."""
+
+    def __init__(self, label: str, units: dict[str, int]):
+        super().__init__(label, total=sum(units.values()))
+        self.units = dict(units)
+        self.part_name: str | None = None
+        self._credited = 0   # units of the running part counted so far
+
+    @contextmanager
+    def part(self, name: str):
+        """The part ``name`` (a key of ``units``) runs inside the block; its units all count when it ends."""
+        with self._lock:
+            self.part_name, self._credited = name, 0
+        self._emit(force=True)
+        yield self
+        with self._lock:
+            self.done += self.units[name] - self._credited
+            self._credited = self.units[name]
+        self._emit(force=True)
+
+    def credit(self, n: int) -> None:
+        """``n`` more units of the running part done (never more than the part planned)."""
+        with self._lock:
+            n = max(0, min(n, self.units[self.part_name] - self._credited))
+            self._credited += n
+        self.advance(n)
+
+    def _record(self, now: float) -> dict:
+        names = list(self.units)
+        part = names.index(self.part_name) + 1 if self.part_name in self.units else 0
+        return {**super()._record(now), "overall": True, "part": part, "parts": len(names),
+                "part_name": self.part_name}
 
 
 def _cell() -> int | None:
@@ -106,11 +153,21 @@ def _task(rec: dict) -> list[str]:
     return parts
 
 
+def _parts(rec: dict) -> list[str]:
+    """A :class:`Parts` record's parts of the line: the running part, the units done, the overall ETA (``ETA —``
+    until it can be trusted; none once every unit is done)."""
+    done, total = rec["done"], rec["total"]
+    eta = _task({**rec, "label": "units"})[1:] or (["ETA —"] if done < total else [])
+    return [f"part {rec['part']}/{rec['parts']} {rec['part_name']}", f"units {done}/{total}", *eta]
+
+
 def format_line(name: str, cell: int | None, cells: int | None, rec: dict | None, elapsed: float,
-                outer: dict | None = None) -> str:
+                outer: dict | None = None, overall: dict | None = None) -> str:
     parts = [f"memlab: {name}"]
     if cell is not None:
         parts.append(f"cell {cell}/{cells}" if cells else f"cell {cell}")
+    if overall and overall.get("part"):
+        parts += _parts(overall)
     if outer:
         parts += _task(outer)
     if rec:
@@ -155,6 +212,8 @@ class Relay:
         self.cell: int | None = None
         self.rec: dict | None = None
         self.outer: dict | None = None   # the outer task running (Progress(outer=True)), shown before ``rec``
+        self.overall: dict | None = None   # the study's parts (Parts), shown before ``outer``
+        self._parts_started: deque[dict] = deque()   # parts started since the last wake-up, in order
         self.t0 = time.time()
         self._pos = 0
         self._printed = 0.0
@@ -202,7 +261,7 @@ class Relay:
         self._wake.set()
 
     def start_cell(self, cell: int) -> None:
-        self.cell, self.rec, self.outer = cell, None, None
+        self.cell, self.rec, self.outer, self.overall = cell, None, None, None
         self._started.append(cell)
         self.kick()
 
@@ -219,12 +278,21 @@ class Relay:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if rec.get("outer"):
+            if rec.get("overall"):
+                self._take_parts(rec)
+            elif rec.get("outer"):
                 self.outer = rec
             else:
                 self.rec = rec
             if rec.get("cell") is not None and self.cell is None:
                 self.cell = rec["cell"]
+
+    def _take_parts(self, rec: dict) -> None:
+        """A :class:`Parts` record; a new part clears the previous part's tasks."""
+        if rec["part"] and (self.overall is None or rec["part"] != self.overall["part"]):
+            self.rec, self.outer = None, None
+            self._parts_started.append(rec)
+        self.overall = rec
 
     def _loop(self) -> None:
         while True:
@@ -238,13 +306,18 @@ class Relay:
 
     def _show(self, now: float) -> None:
         started = [self._started.popleft() for _ in range(len(self._started))]
-        if not self.tty:  # a log keeps every cell that started, also those over before this wake-up
+        parts = [self._parts_started.popleft() for _ in range(len(self._parts_started))]
+        if not self.tty:  # a log keeps every cell and part that started, also those over before this wake-up
             for cell in started[:-1]:
                 self.stream.write(format_line(self.name, cell, self.cells, None, now - self.t0) + "\n")
-        if self.cell is None and self.rec is None and self.outer is None:
+            for rec in parts:   # each part as it started (the line below shows the running one as it is now)
+                if rec is not self.overall:
+                    self.stream.write(format_line(self.name, self.cell, self.cells, None, now - self.t0,
+                                                  overall=rec) + "\n")
+        if self.cell is None and self.rec is None and self.outer is None and self.overall is None:
             return
-        line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0, self.outer)
-        key = (self.cell, json.dumps([self.outer, self.rec], sort_keys=True))
+        line = format_line(self.name, self.cell, self.cells, self.rec, now - self.t0, self.outer, self.overall)
+        key = (self.cell, json.dumps([self.overall, self.outer, self.rec], sort_keys=True))
         if not self.tty and key == self._last_key and now - self._printed < 30:
             return  # a log, not a screen: repeat an unchanged line only every 30 s
         self._last_key = key

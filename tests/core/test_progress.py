@@ -122,3 +122,38 @@ def test_relay_keeps_the_outer_task_while_inner_ones_come_and_go():
     lines = out.getvalue().splitlines()
     assert any("RECAP toy events 1/2 · generate toy 2/2" in line for line in lines), lines
     assert "RECAP toy events 2/2" in lines[-1], lines
+
+
+def test_a_studys_parts_show_first_with_units_and_the_overall_eta():
+    """The audit's overall line (issue 50): the running part of all, the work units done of all, the ETA from the
+    units done so far — "—" before it can be trusted, none once every unit is done."""
+    overall = {"label": "audit", "done": 20, "total": 28, "t0": 0.0, "t": 40.0, "requests": 0, "hits": 0,
+               "overall": True, "part": 3, "parts": 4, "part_name": "RECAP"}
+    outer = {"label": "RECAP t events", "done": 0, "total": 2, "t0": 39.0, "t": 40.0, "requests": 0, "hits": 0,
+             "outer": True}
+    line = format_line("audit", 6, 8, None, 45, outer, overall)
+    assert line == ("memlab: audit · cell 6/8 · 0:45 elapsed · part 3/4 RECAP · units 20/28 · ETA 0:16 · "
+                    "RECAP t events 0/2")
+    early = format_line("audit", 6, 8, None, 3, None, {**overall, "part": 1, "part_name": "PEARL", "done": 0, "t": 3.0})
+    assert early.endswith("part 1/4 PEARL · units 0/28 · ETA —")
+    done = format_line("audit", 6, 8, None, 60, None, {**overall, "part": 4, "part_name": "SimpleTrace", "done": 28})
+    assert done.endswith("part 4/4 SimpleTrace · units 28/28")
+
+
+def test_a_log_keeps_each_part_as_it_started_and_credits_never_pass_a_parts_units():
+    """Parts that start and end between two wake-ups of the relay still get their line in a log; a part's units all
+    count when it ends, and what it credits on the way never counts beyond them."""
+    from memlab.progress import Parts
+
+    out = io.StringIO()
+    with Relay("study", cells=1, stream=out, every=60):
+        with Parts("study", {"A": 3, "B": 5}) as parts:
+            with parts.part("A"):
+                parts.credit(1)
+            with parts.part("B"):
+                parts.credit(9)
+                assert parts.done == 8
+        time.sleep(0.3)
+    lines = [line.split(" · ", 2)[2] for line in out.getvalue().splitlines()]
+    assert lines == ["part 1/2 A · units 0/8 · ETA —", "part 2/2 B · units 3/8 · ETA —",
+                     "part 2/2 B · units 8/8"], lines

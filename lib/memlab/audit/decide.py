@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -29,9 +29,11 @@ def pearl_frame(pearl, tasks: Sequence[str], sources: Mapping[str, list], domain
     return pd.concat(source_frames(pearl, tasks, sources, domains, backend, style, model), ignore_index=True)
 
 
-def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_words: int | None, progress: bool):
+def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_words: int | None, progress: bool,
+              scored: Callable[[int], None] | None = None):
     """Every MIA score of every document (:func:`memlab.methods.pearl.tables.mia_frame`; ``settings``: the audit's
-    ``params.mia``, whose ``min_k`` is k of Min-K%) and the blind baseline on the same text."""
+    ``params.mia``, whose ``min_k`` is k of Min-K%) and the blind baseline on the same text; ``scored(n)`` is told
+    after each source of its n documents (the audit's overall progress)."""
     from memlab.methods.pearl import tables as T
     from memlab.methods.pearl.tasks import first_words
 
@@ -40,6 +42,8 @@ def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_wo
         f = T.mia_frame(backend, docs, settings=settings, max_words=max_words, progress=progress, source=name)
         f["blind"] = [zlib_compressibility(first_words(d.text, max_words)) for d in docs]
         frames.append(f)
+        if scored:
+            scored(len(docs))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memlab.audit import decide, judge, page, plots
+from memlab.audit import decide, judge, page, parts, plots
 from memlab.audit import ground_truth as GT
 from memlab.errors import ConfigError
 from memlab.methods.pearl import study as pearl_study
@@ -22,6 +22,7 @@ from memlab.methods.trace import study as trace_study
 from memlab.methods.trace.config import TraceConfig
 from memlab.methods.trace.generation import propensity_rows, summary_rows
 from memlab.metrics.mia import judged_names
+from memlab.progress import Parts
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -105,9 +106,15 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
     p, catalog, out_dir, progress = params, run.catalog, run.out_dir, run.progress
     node, results, detail = targets[0], Path(run.results_root), StudyResult()
     gt = GT.selfcheck_rates(results, p.ground_truth.selfcheck)
-    rows, style = _pearl(pearl, p, catalog, node, gt, detail, progress)
-    rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", gt, detail, progress)
-    rows += _trace(trace, p, catalog, node, results, detail)
+    sources, halves = pearl_study.wild_sources(pearl, p.wild)
+    units = parts.planned_units(sources, p.tasks, recap, p.recap.categories, p.recap.events_per_book,
+                                p.trace.n_prompts, len(p.trace.corpora))
+    with Parts("audit", units) as overall:   # the runner's line: part i/4, units, overall ETA
+        rows, style = _pearl(pearl, p, catalog, node, (sources, halves), gt, detail, progress, overall)
+        with overall.part(parts.RECAP):
+            rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", gt, detail, progress)
+        with overall.part(parts.TRACE):
+            rows += _trace(trace, p, catalog, node, results, detail)
     return summary_result(pd.DataFrame(rows), node["name"]).merge(detail)
 
 
@@ -130,24 +137,27 @@ def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None,
 
 
 # -- PEARL, the MIA baselines and the blind baseline ------------------------------------------------------------
-def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, gt: dict,
-           detail: StudyResult, progress: bool) -> tuple[list[dict], str]:
+def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, documents: tuple[dict, dict], gt: dict,
+           detail: StudyResult, progress: bool, overall: Parts) -> tuple[list[dict], str]:
     """PEARL's, the MIA baselines' and the blind baseline's rows, each source judged against its same-domain
-    control (:mod:`memlab.audit.judge`), and the model's prompt style (read while the MIA holds the model)."""
+    control (:mod:`memlab.audit.judge`), and the model's prompt style (read while the MIA holds the model);
+    ``documents``: the sources' documents and the controls' halves (:func:`pearl_study.wild_sources`)."""
     from memlab.methods.pearl.study import with_halves
 
-    wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
+    with overall.part(parts.PEARL):
+        wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
     for name, df in wild.tables.items():
         detail.table(f"pearl_{name}", df, show=False)
     for name, fig in wild.figures.items():
         detail.figure(f"pearl_{name}", fig, show=False, caption=wild.captions.get(name))
-    sources, halves = pearl_study.wild_sources(pearl, p.wild)
+    sources, halves = documents
     unavailable = []
-    with catalog.using(node) as backend:
+    with overall.part(parts.MIA), catalog.using(node) as backend:
         style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
         try:
             mdf = with_halves(decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia),
-                                               max_words=p.mia.max_words, progress=progress), halves)
+                                               max_words=p.mia.max_words, progress=progress,
+                                               scored=overall.credit), halves)
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
             mdf, why = None, " ".join(str(err).split())
             unavailable = [(s, why) for s in judged_names()]
