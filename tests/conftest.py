@@ -40,8 +40,9 @@ torch.set_num_threads(1)
 # The micro model: members / nonmembers are KJV chapters (ids from memlab.data.kjv).
 MICRO_MEMBERS = ("kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2", "kjv/chapter/Ruth/3", "kjv/chapter/Ruth/4")
 MICRO_NONMEMBERS = ("kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2", "kjv/chapter/Jonah/3", "kjv/chapter/Jonah/4")
-MICRO_TRAIN = dict(vocab_size=512, tokenizer_on="members", epochs=40, seq_len=64, batch_size=8, lr=1e-2,
-                   min_lr_ratio=0.1, warmup_steps=5, weight_decay=0.0, seed=0)
+MICRO_TOKENIZER = dict(vocab_size=512, tokenizer_on="members")
+MICRO_RECIPE = dict(epochs=40, seq_len=64, batch_size=8, lr=1e-2, min_lr_ratio=0.1, warmup_steps=5, weight_decay=0.0,
+                    seed=0, threads=1)
 MICRO_ARCH = dict(hidden=128, layers=2, heads=4, ffn=512)
 
 
@@ -75,13 +76,14 @@ def build_micro_family(cache_root: Path | None = None) -> MicroFamily:
     from filelock import FileLock
 
     from memlab.data.corpora import load_corpus
-    from memlab.models.tiny import Arch, TrainSpec, finished_epochs, train
+    from memlab.models.tiny import Arch, TrainRecipe, TrainSpec, finished_epochs, train
 
     chapters = {d.id: d for d in load_corpus("kjv", unit="chapter")}
     members = [dataclasses.replace(chapters[i], split="member") for i in MICRO_MEMBERS]
     nonmembers = [dataclasses.replace(chapters[i], split="nonmember") for i in MICRO_NONMEMBERS]
     spec = TrainSpec(member_groups=[(members, 1.0)], nonmembers=nonmembers, arch=Arch(**MICRO_ARCH),
-                     threads=1, meta={"family": "micro", "size": "micro"}, record={}, init_from=None, **MICRO_TRAIN)
+                     recipe=TrainRecipe(**MICRO_RECIPE), meta={"family": "micro", "size": "micro"}, record={},
+                     init_from=None, **MICRO_TOKENIZER)
     cache_root = cache_root or REPO_ROOT / ".cache" / "test-models"
     cache_root.mkdir(parents=True, exist_ok=True)
     key = spec.fingerprint()[:16]

@@ -150,9 +150,9 @@ def test_lineage_in_membership_json_and_per_size_lr(tmp_path, zoo_builder, one_c
 
     # per-size training override: reaches the spec (and so the fingerprint), spec.json and the trained model
     b = load_family("base", zoo, models)
-    assert b.spec("xs").lr == 2e-3 and b.train_for("xs").lr == 2e-3 and b.recipe.train.lr == 1e-2
+    assert b.spec("xs").recipe.lr == 2e-3 and b.train_for("xs").lr == 2e-3 and b.recipe.train.lr == 1e-2
     assert json.loads((b.model_dir("xs") / "spec.json").read_text())["lr"] == 2e-3
-    assert fam.spec("xs").lr == 1e-2  # overrides are per family: child keeps its own train.lr
+    assert fam.spec("xs").recipe.lr == 1e-2  # overrides are per family: child keeps its own train.lr
     log = [json.loads(x) for x in (b.model_dir("xs") / "train_log.jsonl").read_text().splitlines()]
     assert b.final_loss("xs") == log[-1]["loss"]
     assert json.loads((b.model_dir("xs") / "done.json").read_text())["final_loss"] == log[-1]["loss"]

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from memlab.data.corpora import load_corpus
-from memlab.models.tiny import EOS, Arch, TrainSpec, _epoch_stream, finished_epochs, is_done, train, train_tokenizer
+from memlab.models.tiny import EOS, Arch, TrainRecipe, TrainSpec, _epoch_stream, finished_epochs, is_done, train, train_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +21,16 @@ def chapters():
     return {d.id: d for d in load_corpus("kjv", unit="chapter")}
 
 
-def small_spec(chapters, epochs=3, **kw) -> TrainSpec:
+SMALL_RECIPE = dict(seq_len=32, batch_size=4, lr=5e-3, min_lr_ratio=0.1, warmup_steps=2, weight_decay=0.0, seed=0,
+                    threads=1)
+
+
+def small_spec(chapters, epochs=3, seed=0, **kw) -> TrainSpec:
     members = [chapters["kjv/chapter/Ruth/1"], chapters["kjv/chapter/Ruth/2"]]
     nonmembers = [chapters["kjv/chapter/Ruth/3"]]
     args = dict(member_groups=[(members, 1.0)], nonmembers=nonmembers, arch=Arch(32, 1, 2, 64), vocab_size=300,
-                tokenizer_on="members", epochs=epochs, seq_len=32, batch_size=4, lr=5e-3, min_lr_ratio=0.1,
-                warmup_steps=2, weight_decay=0.0, seed=0, threads=1, init_from=None, meta={}, record={})
+                tokenizer_on="members", recipe=TrainRecipe(**{**SMALL_RECIPE, "epochs": epochs, "seed": seed}),
+                init_from=None, meta={}, record={})
     args.update(kw)
     return TrainSpec(**args)
 
@@ -129,7 +133,7 @@ def test_membership_record_is_exact(tmp_path, chapters):
     tok = AutoTokenizer.from_pretrained(out / "tokenizer")
     ids = [tok(d.text, add_special_tokens=False)["input_ids"] for d in spec.members]
     eos = tok.convert_tokens_to_ids(EOS)
-    stream, _ = _epoch_stream([(ids, 1.0)], spec.seed, 1, eos)
+    stream, _ = _epoch_stream([(ids, 1.0)], spec.recipe.seed, 1, eos)
     expected = sorted(sum((x + [eos] for x in ids), []))
     assert sorted(stream) == expected
 
@@ -172,3 +176,12 @@ def test_micro_family_fixture(micro_family, repo_root):
                              labels=x).loss.item() for d in docs) / len(docs)
 
     assert loss(f.members) < loss(f.nonmembers) - 1.0  # trained on members, never saw nonmembers
+
+
+def test_a_train_spec_holds_one_recipe_and_repeats_none_of_its_fields():
+    """Issue 48: the training settings are written once (TrainRecipe, a zoo family's ``train:``); a spec holds one."""
+    import dataclasses
+
+    spec_fields = {f.name: f for f in dataclasses.fields(TrainSpec)}
+    assert not {f.name for f in dataclasses.fields(TrainRecipe)} & set(spec_fields)
+    assert spec_fields["recipe"].type in (TrainRecipe, "TrainRecipe")

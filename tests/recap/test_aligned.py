@@ -111,14 +111,15 @@ def _micro(repo_root, kinds: tuple[str, ...]):
     from filelock import FileLock
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from memlab.models.tiny import Arch, TrainSpec, train
+    from memlab.models.tiny import Arch, TrainRecipe, TrainSpec, train
 
     docs = load_corpus(INSTRUCT_LOADER, **_options(repo_root, follow_kjv_books=TEST_FOLLOW, follow_max_chapters=2,
                                                     refuse_licences=TEST_REFUSE, refuse_max_words=2000))
     docs = [d for d in docs if d.meta["kind"] in kinds]
     spec = TrainSpec(member_groups=[(docs, 1.0)], nonmembers=[], arch=Arch(hidden=64, layers=2, heads=2, ffn=256),
-                     vocab_size=1024, tokenizer_on="members", epochs=15, seq_len=256, batch_size=8, lr=1e-2,
-                     min_lr_ratio=0.1, warmup_steps=5, weight_decay=0.0, seed=0, threads=1, init_from=None,
+                     vocab_size=1024, tokenizer_on="members",
+                     recipe=TrainRecipe(epochs=15, seq_len=256, batch_size=8, lr=1e-2, min_lr_ratio=0.1,
+                                        warmup_steps=5, weight_decay=0.0, seed=0, threads=1), init_from=None,
                      meta={"family": "aligned-micro"}, record={})
     root = repo_root / ".cache" / "test-models"
     root.mkdir(parents=True, exist_ok=True)

@@ -71,6 +71,20 @@ class Arch:
 INHERITED_TOKENIZER = {"vocab_size": 2048, "tokenizer_on": "members"}
 
 
+@dataclass(frozen=True)
+class TrainRecipe:
+    """How a model trains (a zoo family's ``train:``, by size): every field but ``threads`` is in its fingerprint."""
+    epochs: int
+    seq_len: int
+    batch_size: int
+    lr: float
+    min_lr_ratio: float
+    warmup_steps: int
+    weight_decay: float
+    seed: int
+    threads: int
+
+
 @dataclass
 class TrainSpec:
     """Everything that determines a trained model (hashing it names the model in caches).
@@ -85,15 +99,7 @@ class TrainSpec:
     arch: Arch | None
     vocab_size: int
     tokenizer_on: str              # "members" | "all" (members + nonmembers)
-    epochs: int
-    seq_len: int
-    batch_size: int
-    lr: float
-    min_lr_ratio: float
-    warmup_steps: int
-    weight_decay: float
-    seed: int
-    threads: int
+    recipe: TrainRecipe            # epochs, sequence length, batch, learning-rate schedule, seed, threads
     init_from: str | None          # None: trained from scratch
     meta: dict                     # what the model is (family, size ...): recorded, not hashed
     record: dict                   # extra membership.json keys (lineage, split hygiene); not hashed
@@ -113,8 +119,8 @@ class TrainSpec:
             "groups": [[[x.id, x.sha256] for x in docs] + [w] for docs, w in self.member_groups],
             "nonmembers": [[x.id, x.sha256] for x in self.nonmembers],
             "arch": dataclasses.asdict(self.arch) if self.arch else None,
-            **{k: getattr(self, k) for k in ("vocab_size", "epochs", "seq_len", "batch_size", "lr", "min_lr_ratio",
-                                             "warmup_steps", "weight_decay", "seed", "tokenizer_on")},
+            "vocab_size": self.vocab_size, "tokenizer_on": self.tokenizer_on,
+            **{k: v for k, v in dataclasses.asdict(self.recipe).items() if k != "threads"},
         }
         if self.init_from:  # the starting weights, not where they live: a moved models/ folder stays valid
             d["init_weights"] = _dir_hash(Path(self.init_from))
@@ -208,10 +214,10 @@ def _blocks(stream: list[int], seq_len: int, g):
 
 def _lr_at(step: int, total: int, spec: TrainSpec) -> float:
     """Linear warmup, then cosine decay from lr to lr*min_lr_ratio."""
-    if step < spec.warmup_steps:
-        return spec.lr * (step + 1) / spec.warmup_steps
-    p = (step - spec.warmup_steps) / max(1, total - spec.warmup_steps)
-    return spec.lr * (spec.min_lr_ratio + (1 - spec.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(p, 1.0))))
+    if step < spec.recipe.warmup_steps:
+        return spec.recipe.lr * (step + 1) / spec.recipe.warmup_steps
+    p = (step - spec.recipe.warmup_steps) / max(1, total - spec.recipe.warmup_steps)
+    return spec.recipe.lr * (spec.recipe.min_lr_ratio + (1 - spec.recipe.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(p, 1.0))))
 
 
 def _atomic_copytree(src: Path, dst: Path) -> None:
@@ -260,29 +266,29 @@ def train(spec: TrainSpec, out: str | Path, progress: bool = True, stop_after_ep
     if not spec.members:
         raise ConfigError("a tiny model needs at least one member document")
 
-    torch.set_num_threads(spec.threads)
+    torch.set_num_threads(spec.recipe.threads)
     tok = _model_tokenizer(spec, out / "tokenizer")
     eos = tok.convert_tokens_to_ids(EOS) if EOS in tok.get_vocab() else tok.eos_token_id
     groups_ids = [([tok(d.text, add_special_tokens=False)["input_ids"] for d in docs], float(w))
                   for docs, w in spec.member_groups]
     model, opt, start, step = _resume_or_init_model(spec, out, tok, eos)
-    blocks_per_epoch = math.ceil(len(_epoch_stream(groups_ids, spec.seed, 1, eos)[0]) / spec.seq_len)
-    total = math.ceil(blocks_per_epoch / spec.batch_size) * spec.epochs
+    blocks_per_epoch = math.ceil(len(_epoch_stream(groups_ids, spec.recipe.seed, 1, eos)[0]) / spec.recipe.seq_len)
+    total = math.ceil(blocks_per_epoch / spec.recipe.batch_size) * spec.recipe.epochs
 
-    for epoch in range(start + 1, spec.epochs + 1):
+    for epoch in range(start + 1, spec.recipe.epochs + 1):
         t0, c0 = time.time(), time.process_time()
-        stream, g = _epoch_stream(groups_ids, spec.seed, epoch, eos)
-        blocks = _blocks(stream, spec.seq_len, g)
-        desc = f"{out.name} epoch {epoch}/{spec.epochs}"
+        stream, g = _epoch_stream(groups_ids, spec.recipe.seed, epoch, eos)
+        blocks = _blocks(stream, spec.recipe.seq_len, g)
+        desc = f"{out.name} epoch {epoch}/{spec.recipe.epochs}"
         losses, step = _train_epoch(model, opt, spec, blocks, step, total, desc, progress)
         # checkpoint: HF folder (+ tokenizer) via tmp + rename, log line, then optimizer state; a kill in
         # between leaves the previous epoch's state, so resume redoes this epoch (its log line then appears
         # twice; readers keep the last one per epoch).
         _save_checkpoint(model, tok, _epoch_dir(out, epoch))
-        _log_epoch(out, epoch, spec.epochs, losses, int(blocks.numel()), t0, c0)
+        _log_epoch(out, epoch, spec.recipe.epochs, losses, int(blocks.numel()), t0, c0)
         torch.save({"epoch": epoch, "step": step, "optimizer": opt.state_dict()}, out / "state.pt.tmp")
         os.replace(out / "state.pt.tmp", out / "state.pt")
-        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.epochs:
+        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < spec.recipe.epochs:
             return out
 
     _finish_model_folder(spec, out, fp, model, blocks_per_epoch)
@@ -299,9 +305,9 @@ def _start_model_folder(spec: TrainSpec, out: Path, fp: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     _write_json(spec_file, {"fingerprint": fp, "init_from": spec.init_from, "meta": spec.meta,
                             "arch": dataclasses.asdict(spec.arch) if spec.arch else None,
-                            **{k: getattr(spec, k) for k in ("vocab_size", "epochs", "seq_len", "batch_size", "lr",
-                                                             "min_lr_ratio", "warmup_steps", "weight_decay",
-                                                             "seed", "tokenizer_on")}})
+                            "vocab_size": spec.vocab_size,
+                            **{k: v for k, v in dataclasses.asdict(spec.recipe).items() if k != "threads"},
+                            "tokenizer_on": spec.tokenizer_on})
     _write_json(out / "membership.json", membership_record(spec))
 
 
@@ -324,7 +330,7 @@ def _resume_or_init_model(spec: TrainSpec, out: Path, tok, eos: int):
     import torch
     from transformers import AutoModelForCausalLM
 
-    done_epochs = [e for e in finished_epochs(out) if e <= spec.epochs]
+    done_epochs = [e for e in finished_epochs(out) if e <= spec.recipe.epochs]
     start = done_epochs[-1] if done_epochs and (out / "state.pt").exists() else 0
     if start:
         state = torch.load(out / "state.pt", weights_only=False)
@@ -335,7 +341,7 @@ def _resume_or_init_model(spec: TrainSpec, out: Path, tok, eos: int):
         model = _initial_model(spec, tok, eos)
         state = None
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=(0.9, 0.95), weight_decay=spec.weight_decay,
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.recipe.lr, betas=(0.9, 0.95), weight_decay=spec.recipe.weight_decay,
                             eps=1e-8)
     if state is not None:
         opt.load_state_dict(state["optimizer"])
@@ -344,7 +350,7 @@ def _resume_or_init_model(spec: TrainSpec, out: Path, tok, eos: int):
 
 
 def _initial_model(spec: TrainSpec, tok, eos: int):
-    """Epoch-0 weights: ``init_from``'s checkpoint, else a GPT-NeoX of ``spec.arch`` seeded with ``spec.seed``."""
+    """Epoch-0 weights: ``init_from``'s checkpoint, else a GPT-NeoX of ``spec.arch`` seeded with ``spec.recipe.seed``."""
     import torch
     from transformers import AutoModelForCausalLM, GPTNeoXConfig, GPTNeoXForCausalLM
 
@@ -356,20 +362,20 @@ def _initial_model(spec: TrainSpec, tok, eos: int):
                         intermediate_size=spec.arch.ffn, max_position_embeddings=2048,
                         bos_token_id=eos, eos_token_id=eos, pad_token_id=tok.pad_token_id,
                         tie_word_embeddings=False, use_cache=True)
-    torch.manual_seed(spec.seed)
+    torch.manual_seed(spec.recipe.seed)
     return GPTNeoXForCausalLM(cfg)
 
 
 def _train_epoch(model, opt, spec: TrainSpec, blocks, step: int, total: int, desc: str,
                  progress: bool) -> tuple[list[float], int]:
-    """One pass over ``blocks`` in batches of ``spec.batch_size``: (per-step losses, optimizer steps so far)."""
+    """One pass over ``blocks`` in batches of ``spec.recipe.batch_size``: (per-step losses, optimizer steps so far)."""
     import torch
     from tqdm.auto import tqdm
 
     losses = []
-    bar = tqdm(range(0, len(blocks), spec.batch_size), desc=desc, disable=not progress, leave=False)
+    bar = tqdm(range(0, len(blocks), spec.recipe.batch_size), desc=desc, disable=not progress, leave=False)
     for i in bar:
-        batch = blocks[i:i + spec.batch_size]
+        batch = blocks[i:i + spec.recipe.batch_size]
         for pg in opt.param_groups:
             pg["lr"] = _lr_at(step, total, spec)
         loss = model(input_ids=batch, labels=batch).loss
@@ -405,10 +411,10 @@ def _log_epoch(out: Path, epoch: int, epochs: int, losses: list[float], tokens: 
 
 def _finish_model_folder(spec: TrainSpec, out: Path, fp: str, model, blocks_per_epoch: int) -> None:
     """Copy the last epoch to final/, write done.json (last) and drop the optimizer state."""
-    _atomic_copytree(_epoch_dir(out, spec.epochs), out / "final")
+    _atomic_copytree(_epoch_dir(out, spec.recipe.epochs), out / "final")
     n_params = sum(p.numel() for p in model.parameters())
     last = [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines() if x.strip()][-1]
-    _write_json(out / "done.json", {"fingerprint": fp, "epochs": spec.epochs, "params": n_params,
-                                    "tokens_per_epoch": blocks_per_epoch * spec.seq_len,
+    _write_json(out / "done.json", {"fingerprint": fp, "epochs": spec.recipe.epochs, "params": n_params,
+                                    "tokens_per_epoch": blocks_per_epoch * spec.recipe.seq_len,
                                     "final_loss": last["loss"]})
     (out / "state.pt").unlink(missing_ok=True)  # optimizer state is only needed to resume

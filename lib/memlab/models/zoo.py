@@ -320,18 +320,19 @@ class Family:
         return str(self.parent().checkpoint(init.size or size, init.epoch))
 
     def spec(self, size: str):
-        from memlab.models.tiny import INHERITED_TOKENIZER, Arch, TrainSpec
+        from memlab.models.tiny import INHERITED_TOKENIZER, Arch, TrainRecipe, TrainSpec
 
         t = self.train_for(size)
         tok = self.recipe.tokenizer
         tokenizer = INHERITED_TOKENIZER if tok is None else {"vocab_size": tok.vocab_size, "tokenizer_on": tok.train_on}
         init = self.init_dir(size)
         arch = None if init else Arch(**{k: int(v) for k, v in self.shapes[size].items()})
+        recipe = TrainRecipe(epochs=int(t.epochs), seq_len=int(t.seq_len), batch_size=int(t.batch_size),
+                             lr=float(t.lr), min_lr_ratio=float(t.min_lr_ratio), warmup_steps=int(t.warmup_steps),
+                             weight_decay=float(t.weight_decay), seed=int(t.seed), threads=int(t.threads))
         return TrainSpec(member_groups=self.member_groups(), nonmembers=self.nonmembers, arch=arch, **tokenizer,
-                         epochs=int(t.epochs), seq_len=int(t.seq_len), batch_size=int(t.batch_size), lr=float(t.lr),
-                         min_lr_ratio=float(t.min_lr_ratio), warmup_steps=int(t.warmup_steps),
-                         weight_decay=float(t.weight_decay), seed=int(t.seed), threads=int(t.threads), init_from=init,
-                         meta={"family": self.name, "size": size}, record=self.membership_extra())
+                         recipe=recipe, init_from=init, meta={"family": self.name, "size": size},
+                         record=self.membership_extra())
 
     def build(self, size: str, progress: bool = True) -> Path:
         """Train one size if missing (resumes a killed build); writes the family-level records too. Refuses

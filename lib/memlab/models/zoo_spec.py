@@ -10,25 +10,12 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from memlab.errors import ConfigError
-from memlab.models.tiny import Arch
+from memlab.models.tiny import Arch, TrainRecipe
 
 # keys of a selection group: `corpus` and `options` always; a member group also says its `weight` (passes per
 # epoch); `count` (a seeded sample) needs its `seed`; the others select, and are absent when unused
 GROUP_REQUIRED = ("corpus", "options")
 GROUP_SELECT = ("ids", "patterns", "exclude", "count", "seed")
-
-
-@dataclass(frozen=True)
-class TrainRecipe:
-    epochs: int
-    seq_len: int
-    batch_size: int
-    lr: float
-    min_lr_ratio: float
-    warmup_steps: int
-    weight_decay: float
-    seed: int
-    threads: int
 
 
 @dataclass(frozen=True)

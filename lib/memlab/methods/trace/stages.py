@@ -44,22 +44,24 @@ def stage_specs(a_docs, b_docs, heldout, *, arch: dict, train: dict, stage_epoch
     tokenizer covers both languages; later stages continue from the previous stage's final checkpoint. B makes
     up ``b_share`` of the TOKENS of each continual stage, counted with stage 0's tokenizer (as the zoo's stage
     families are mixed), not of its characters."""
-    from memlab.models.tiny import INHERITED_TOKENIZER, Arch, TrainSpec
+    from memlab.models.tiny import INHERITED_TOKENIZER, Arch, TrainRecipe, TrainSpec
 
     out_root = Path(out_root)
     a_m = [dataclasses.replace(d, split="member") for d in a_docs]
     b_m = [dataclasses.replace(d, split="member") for d in b_docs]
-    base = {k: v for k, v in train.items() if k != "epochs"}
+    recipe = {k: v for k, v in train.items() if k not in ("epochs", "vocab_size")}
     specs = [("stage0", TrainSpec(member_groups=[(a_m, 1.0)], nonmembers=list(b_docs) + list(heldout),
-                                  arch=Arch(**arch), epochs=int(train["epochs"]), tokenizer_on="all", init_from=None,
-                                  meta={"family": "stages", "stage": 0}, record={}, **base), out_root / "stage0")]
+                                  arch=Arch(**arch), vocab_size=train["vocab_size"], tokenizer_on="all",
+                                  recipe=TrainRecipe(epochs=int(train["epochs"]), **recipe), init_from=None,
+                                  meta={"family": "stages", "stage": 0}, record={}), out_root / "stage0")]
     wb, wa = mixture_weights(a_docs, b_docs, b_share=b_share, tokenizer=stage0_tokenizer(specs[0][1]))
     for k, ep in enumerate(stage_epochs, 1):
         prev = specs[-1][2] / "final"
         specs.append((f"stage{k}", TrainSpec(member_groups=[(b_m, wb), (a_m, wa)], nonmembers=list(heldout),
-                                             arch=None, epochs=int(ep), init_from=str(prev), record={},
-                                             meta={"family": "stages", "stage": k, "b_share": b_share},
-                                             tokenizer_on=INHERITED_TOKENIZER["tokenizer_on"], **base),
+                                             arch=None, vocab_size=train["vocab_size"],
+                                             tokenizer_on=INHERITED_TOKENIZER["tokenizer_on"],
+                                             recipe=TrainRecipe(epochs=int(ep), **recipe), init_from=str(prev),
+                                             record={}, meta={"family": "stages", "stage": k, "b_share": b_share}),
                       out_root / f"stage{k}"))
     return specs
 
