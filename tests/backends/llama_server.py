@@ -35,18 +35,19 @@ def smollm_gguf(dest: Path) -> Path:
 
 
 @contextlib.contextmanager
-def llama_server(gguf: Path, log_dir: Path, *extra: str):
-    """`python -m llama_cpp.server` on a free port of 127.0.0.1 with --logits_all true (prompt log-probs);
-    yields the base URL; stopped (terminate, then kill) on exit."""
+def llama_server(gguf: Path, log_dir: Path, *extra: str, host: str = "127.0.0.1", reach: str | None = None):
+    """`python -m llama_cpp.server` on a free port of ``host`` (127.0.0.1; 0.0.0.0: every address of this machine)
+    with --logits_all true (prompt log-probs); yields the base URL, at ``reach`` (default: ``host``); stopped
+    (terminate, then kill) on exit."""
     try:
         import llama_cpp.server  # noqa: F401
     except ImportError as err:
         pytest.fail(f"llama-cpp-python[server] is not installed ({err}); {LLAMA_HINT}", pytrace=False)
     port = free_port()
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", host,
            "--port", str(port), "--logits_all", "true", "--n_ctx", "512", "--n_threads", "1",
            "--n_threads_batch", "1", "--model_alias", "smollm2", *extra]
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://{reach or host}:{port}"
     with serve_process(cmd, f"{base}/v1/models", log_dir / f"llama-server-{port}.log",
                        {**os.environ, "OMP_NUM_THREADS": "1"}, "llama_cpp.server"):
         yield f"{base}/v1"

@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import json
 import math
+import socket
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
+
 import pytest
 
 from memlab.backends.factory import build_backend
@@ -146,17 +148,46 @@ def test_llama_cpp_echo_without_bos_is_refused(smollm_gguf, tmp_path):
     assert "\n" not in str(err.value) and "add_bos_token=bool:true" in str(err.value)
 
 
+def this_machines_address() -> str:
+    """An address of this machine that is not the loopback (the one its default route would leave from)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))   # UDP: picks the route, sends nothing
+        address = s.getsockname()[0]
+    assert not address.startswith("127."), f"this machine has no address but the loopback ({address})"
+    return address
+
+
 def test_a_server_without_the_bos_override_is_refused_before_the_audit_generates(smollm_gguf, llama_server, tmp_path):
-    """Issue 50: the audit scores its model (MIA), so its pre-flight scores one line on a local echo-scoring server:
+    """Issue 50: the audit scores its model (MIA), so its pre-flight scores one line on a self-hosted echo-scoring
+    server — here reached at this machine's own non-loopback address, as a server on another host of a cluster is:
     llama-cpp-python without the BOS override is one line, exit 2, within 20 s, before any generation (it failed
     after 133 s of PEARL generation, at the first scoring); the server started as the preset says passes."""
     from memlab.runner.preflight import check_served_scoring
     from tests.core.test_preflight import audit
 
-    with llama_server_at(smollm_gguf, tmp_path) as url:
+    with llama_server_at(smollm_gguf, tmp_path, host="0.0.0.0", reach=this_machines_address()) as url:
+        assert "127.0.0.1" not in url
         line = audit("model=llama-cpp", f"model.base_url={url}")
     assert "misaligned" in line and "add_bos_token=bool:true" in line and url in line
     check_served_scoring(served_cfg(llama_server))   # with the override: no error
+
+
+def test_a_self_hosted_server_elsewhere_is_probed_and_a_hosted_api_is_not():
+    """The pre-flight reaches a server without an API key on any host (a cluster's vLLM or llama.cpp): none
+    answering at this machine's own non-loopback address is one line; the same URL with a key variable (a hosted
+    API: its limits, its prices) is left to the backend and not requested."""
+    from memlab.errors import ConfigError
+    from memlab.runner.preflight import check_served
+
+    address = this_machines_address()
+    with socket.socket() as s:   # a port of that address no server listens on (freed before the probe)
+        s.bind((address, 0))
+        port = s.getsockname()[1]
+    node = {"base_url": f"http://{address}:{port}/v1", "model_id": "m", "name": "nosuch", "api_key_env": None}
+    with pytest.raises(ConfigError, match="no server answers") as err:
+        check_served(node)
+    assert "\n" not in str(err.value) and address in str(err.value)
+    check_served({**node, "api_key_env": "MEMLAB_TEST_NO_SUCH_KEY"})
 
 
 def test_top_k_renormalized_variant(llama_server, hf_smollm_bos, tmp_path):

@@ -299,13 +299,19 @@ def check_gguf(path: Path, fix: str, cut_fix: str | None = None) -> None:
 
 
 # ---- served models -----------------------------------------------------------------------------------------------
+def self_hosted(node: Mapping[str, Any]) -> bool:
+    """A server of the user's own (this machine's loopback, or any host reached without an API key: llama.cpp or
+    vLLM on a cluster node) rather than a hosted API (a key in ``api_key_env``: its rate limits and prices)."""
+    host = urlsplit(str(node.get("base_url") or "")).hostname or ""
+    return host in _LOOPBACK or not node.get("api_key_env")
+
+
 def check_served(node: Mapping[str, Any], timeout: float = 5.0) -> None:
-    """A server on this machine (``model.base_url`` on the loopback) answers ``GET <base_url>/models`` and serves
-    ``model.model_id`` (a server listing one model serves it under any name: llama-cpp-python, llama-server).
-    Hosted APIs are left to the backend (their keys, their rate limits)."""
+    """A self-hosted server (:func:`self_hosted`) answers ``GET <base_url>/models`` and serves ``model.model_id``
+    (a server listing one model serves it under any name: llama-cpp-python, llama-server). Hosted APIs are left
+    to the backend (their keys, their rate limits)."""
     url = str(node.get("base_url") or "")
-    host = urlsplit(url).hostname or ""
-    if not url or host not in _LOOPBACK:
+    if not url or not self_hosted(node):
         return
     import httpx
 
@@ -337,11 +343,12 @@ def check_served(node: Mapping[str, Any], timeout: float = 5.0) -> None:
 
 
 def check_served_scoring(node: Mapping[str, Any]) -> None:
-    """A local server whose preset scores by echo (``can_score: echo_logprobs``) scores one short text now, so a
-    server that echoes misaligned log-probs (llama-cpp-python started without the BOS override) is one line before
-    the generation that precedes the run's first scoring, not after it."""
+    """A self-hosted server (:func:`self_hosted`, on this machine or another) whose preset scores by echo
+    (``can_score: echo_logprobs``) scores one short text now, so a server that echoes misaligned log-probs
+    (llama-cpp-python started without the BOS override) is one line before the generation that precedes the run's
+    first scoring, not after it. A hosted API is not probed (a request it may charge for)."""
     url = str(node.get("base_url") or "")
-    if node.get("can_score") != "echo_logprobs" or (urlsplit(url).hostname or "") not in _LOOPBACK:
+    if node.get("can_score") != "echo_logprobs" or not self_hosted(node):
         return
     import contextlib
     import io
