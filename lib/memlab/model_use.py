@@ -43,17 +43,24 @@ def model_choices(overrides: Sequence[str]) -> list[str]:
     return out
 
 
-def default_models(name: str, seen: frozenset = frozenset()) -> list | None:
-    """The ``models:`` list an experiment's conf/experiment file sets (or the nearest file it extends), else None."""
+def _nearest(name: str, pick, seen: frozenset = frozenset()):
+    """``pick(spec)`` of an experiment's conf/experiment file, else of the nearest file it extends (its defaults
+    list's experiment names, last first, as Hydra merges them); None where none sets it. Read from the files."""
     path = CONF_DIR / "experiment" / f"{name}.yaml"
     if name in seen or not path.exists():
         return None
     spec = read_yaml(path) or {}
-    if spec.get("models") is not None:
-        return list(spec["models"])
+    found = pick(spec)
     parents = [d for d in spec.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
-    found = [m for m in (default_models(p, seen | {name}) for p in reversed(parents)) if m is not None]
-    return found[0] if found else None
+    for parent in reversed(parents):
+        if found is None:
+            found = _nearest(parent, pick, seen | {name})
+    return found
+
+
+def default_models(name: str) -> list | None:
+    """The ``models:`` list an experiment's conf/experiment file sets (or the nearest file it extends), else None."""
+    return _nearest(name, lambda spec: list(spec["models"]) if spec.get("models") is not None else None)
 
 
 def testing_experiments() -> list[str]:
@@ -98,21 +105,17 @@ def check_model_override(cfg, overrides: Sequence[str]) -> None:
         cfg.model = own
 
 
-def experiment_model_choice(name: str, seen: frozenset = frozenset()) -> str:
+def experiment_model_choice(name: str) -> str:
     """The conf/model preset an experiment's file picks (``override /model: <preset>``, or the nearest file it
     extends), else conf/config.yaml's: read from the files, as Hydra's defaults list picks it (no composition)."""
-    path = CONF_DIR / "experiment" / f"{name}.yaml"
-    spec = (read_yaml(path) or {}) if name not in seen and path.exists() else {}
-    defaults = spec.get("defaults") or []
-    for entry in defaults:
-        picked = [v for k, v in entry.items() if k.split()[-1].strip("/") == "model"] if isinstance(entry, Mapping) else []
-        if picked:
-            return str(picked[0])
-    for parent in reversed([d for d in defaults if isinstance(d, str) and d != "_self_"]):
-        if (CONF_DIR / "experiment" / f"{parent}.yaml").exists():
-            return experiment_model_choice(parent, seen | {name})
+    def override(spec: Mapping) -> str | None:
+        picked = [v for d in spec.get("defaults") or [] if isinstance(d, Mapping)
+                  for k, v in d.items() if k.split()[-1].strip("/") == "model"]
+        return str(picked[0]) if picked else None
+
     top = read_yaml(CONF_DIR / "config.yaml") or {}
-    return next(str(e["model"]) for e in top["defaults"] if isinstance(e, Mapping) and "model" in e)
+    return _nearest(name, override) or next(str(e["model"]) for e in top["defaults"]
+                                           if isinstance(e, Mapping) and "model" in e)
 
 
 def _what_it_measures(cfg) -> str:
