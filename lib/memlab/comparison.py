@@ -58,6 +58,7 @@ class Claim:
     paper_n: Any = None  # the paper's n behind ``value`` (e.g. 1000 members, 100 samples per source)
     paper_quote: str = ""
     threshold: float | None = None   # the effect's threshold from the paper's magnitude or our stated reading
+    stated_at: float | None = None   # the paper's decision threshold a claim is stated at, where it is not the run's (τ_b = 0.4)
     deviations: tuple[str, ...] = field(default_factory=tuple)   # ids in conf/deviations/<paper>.yaml
     scope: str | None = None   # the part of the run the claim judges, as its method names it (RECAP: a target group)
     alpha: float | None = None   # family-wise error rate of the claim's tests (its paper file's ``alpha``)

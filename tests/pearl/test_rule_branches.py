@@ -135,3 +135,55 @@ def test_the_completion_vs_summarization_table_counts_each_task_at_its_own_alpha
     res.config = compose("pearl_wild", ["logger=null"])
     f = _judge("pearl_wild_task_dependence", res)
     assert f.verdict == "reproduced" and "completion only 25, summarization only 0" in f.reason, f.reason
+
+
+# -- pearl_epochs_tau04_false_positives: the level at τ_b = 0.4, not "fewer than at 0.2" (true by construction) ---
+
+def test_the_higher_threshold_is_the_papers_and_the_bound_is_configured():
+    c = CLAIMS["pearl_epochs_tau04_false_positives"]
+    assert (c.stated_at, c.threshold) == (pytest.approx(0.4), pytest.approx(0.02))   # conf/paper, not code
+
+
+@pytest.mark.parametrize("non_flagged, n_non, verdict", [
+    (0, 66, "inconclusive"),      # ours (ci71: 0/66 at 0.2, so none at 0.4): too few to show below 2 %
+    (0, 1000, "reproduced"),      # none of the paper's 1000 above 0.4
+    (200, 1000, "contradicted"),  # many non-members flagged even at the higher threshold
+])
+def test_false_positives_at_the_higher_threshold_each_way(non_flagged, n_non, verdict):
+    """Flagged non-members score uniformly in (0.21, 0.6): about half of them lie above 0.4, the rest between."""
+    res = _epochs({("member", 10): 25, ("nonmember", 10): non_flagged}, 36, n_non)
+    f = _judge("pearl_epochs_tau04_false_positives", res)
+    assert f.verdict == verdict, f.reason
+    scores = res.tables["pearl_scores"]
+    last = scores[(scores.kind == "bitflip") & (scores.epoch == 10) & (scores.split == "nonmember")]
+    assert f.our_value == pytest.approx((last.sensitivity > 0.4).mean())   # flagged at 0.4, not at the run's 0.2
+    assert (f.n_needed is not None) == (verdict == "inconclusive")
+
+
+# -- pearl_mia_not_all_members_memorized: membership is not memorization --------------------------------------
+
+def _table4(mia: int, both: int, n: int) -> StudyResult:
+    """mia_vs_memorization as pearl_mia writes it (percentages rounded to 0.1) at epochs 0 and 10."""
+    mvm = pd.DataFrame([{"epoch": e, "member_mia_pct": round(100 * m / n, 1), "member_memo_pct": round(100 * b / n, 1),
+                         "member_both_pct": round(100 * b / n, 1), "member_n": n, "nonmember_mia_pct": 0.0,
+                         "nonmember_memo_pct": 0.0, "nonmember_both_pct": 0.0, "nonmember_n": 33}
+                        for e, m, b in ((0, 35, 0), (10, mia, both))])
+    res = StudyResult(tables={"mia_vs_memorization": mvm})
+    res.config = compose("pearl_mia", ["logger=null"])
+    return res
+
+
+@pytest.mark.parametrize("mia, both, n, verdict", [
+    (36, 25, 36, "reproduced"),       # ours (ci71): 11 of 36 MIA-flagged members not flagged by PEARL
+    (838, 189, 1000, "reproduced"),   # the paper's Table 4 at epoch 10
+    (36, 36, 36, "contradicted"),     # PEARL flags every member the MIA flags: memorization ≈ membership
+    (36, 35, 36, "inconclusive"),     # 1 of 36: too few to say "not all" or "nearly all"
+])
+def test_not_all_members_memorized_each_way(mia, both, n, verdict):
+    f = _judge("pearl_mia_not_all_members_memorized", _table4(mia, both, n))
+    assert f.verdict == verdict, f.reason
+    assert f.our_n == mia and f.our_value == pytest.approx((mia - both) / mia)
+
+
+def test_not_all_members_memorized_is_not_judged_when_the_mia_flags_no_member():
+    assert _judge("pearl_mia_not_all_members_memorized", _table4(0, 0, 36)).verdict == "not testable here"

@@ -122,6 +122,28 @@ def test_capability_gap_value_is_the_ratio():
     assert 2.5 < f.our_value < 3.6
 
 
+
+@pytest.mark.parametrize("prefix, generic, specific, n, verdict", [
+    (0.96, 0.13, 0.14, 20, "contradicted"),   # ours (ci71: 0.955 vs 0.134, ratio 7.1): far more than twice
+    (0.60, 0.28, 0.32, 60, "reproduced"),     # twice, on the paper's 60 prompts per ordinary setting
+    (0.30, 0.28, 0.32, 60, "contradicted"),   # prefix prompts no better than ordinary ones: ratio ≈ 1
+    (0.40, 0.28, 0.32, 20, "inconclusive"),   # ratio 1.33, on the band's edge
+])
+def test_roughly_twice_is_judged_against_a_band_around_two(prefix, generic, specific, n, verdict):
+    """The ratio's interval against (2 / 1.5, 2 × 1.5): inside reproduces, wholly outside contradicts; a gap far
+    larger than twice (as the tiny model against its own training set shows) is not "roughly twice"."""
+    f = judge("propme_recall_roughly_twice", capability(prefix, generic, specific, n=n))
+    assert f.verdict == verdict, f.reason
+    g = f"{f.our_value:.2f}"
+    assert f"ratio {g}" in f.reason and (f.n_needed is not None) == (verdict == "inconclusive")
+
+
+def test_roughly_twice_with_nothing_recalled_by_ordinary_prompts_is_far_from_twice():
+    assert judge("propme_recall_roughly_twice", capability(0.9, 0.0, 0.0)).verdict == "contradicted"
+    nothing = capability(0.0, 0.0, 0.0)
+    nothing.tables["generation_scores"]["nv_recall"] = 0.0
+    assert judge("propme_recall_roughly_twice", nothing).verdict == "not testable here"
+
 def prompt_scores(generic: float, specific: float, *, n: int = 20) -> StudyResult:
     """prompt_scores of the tiny model: per template prompt its nv_recall ≈ the given means, no verbatim match;
     prefix prompts matched in full (as they are cut from the training set)."""

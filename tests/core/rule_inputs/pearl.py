@@ -55,6 +55,14 @@ def sizes(case):
     return StudyResult(tables={"pearl_scores": pd.DataFrame(rows)})
 
 
+
+@inputs("pearl_epochs_tau04_false_positives")
+def tau04(case):
+    """Non-members at the last epoch: none above τ_b = 0.4 on many ("for"), a quarter above it ("against"), none of
+    three ("unclear"); flagged documents score 0.5, the rest 0.05."""
+    share, n = {"for": (0.0, 400), "against": (0.25, 200), "unclear": (0.0, 3)}[case]
+    return StudyResult(tables={"pearl_scores": _epochs({0: 0.0, 10: 0.5}, {0: 0.0, 10: share}, n, n)})
+
 @inputs("pearl_calibration_low_fpr")
 def calibration(case):
     share, n = {"for": (0.0, 200), "against": (0.5, 200), "unclear": (0.0, 3)}[case]
@@ -82,6 +90,17 @@ def mia_falls(case):
     return StudyResult(tables={"mia_vs_memorization": _mia(a, b, n), "scores_by_epoch": pd.DataFrame(rows),
                                "fixed_thresholds": fixed})
 
+
+
+@inputs("pearl_mia_not_all_members_memorized")
+def not_all_memorized(case):
+    """At the last epoch the MIA flags 80 % of n members; PEARL flags 10 % of them ("for": most MIA-flagged members
+    not memorized), all of them ("against"), or n = 3 ("unclear")."""
+    both, n = {"for": (8.0, 200), "against": (80.0, 200), "unclear": (200 / 3, 3)}[case]
+    t = _mia(10.0, 5.0, n)
+    t.loc[t.epoch == 10, ["member_mia_pct", "member_memo_pct", "member_both_pct"]] = (
+        (80.0, both, both) if n > 3 else (100.0, both, both))
+    return StudyResult(tables={"mia_vs_memorization": t})
 
 @inputs("pearl_mia_memo_subset")
 def mia_epoch0(case):

@@ -39,6 +39,14 @@ inputs("propme_t1_als")(_capability)
 inputs("propme_capability_gap")(_capability)
 
 
+
+@inputs("propme_recall_roughly_twice")
+def roughly_twice(case):
+    """Prefix NVR twice the ordinary one ("for"), seven times it ("against": far more than roughly twice), or
+    three generations per setting ("unclear")."""
+    p, o, n, sd = {"for": (0.6, 0.3, 60, 0.05), "against": (0.7, 0.1, 60, 0.05), "unclear": (0.6, 0.3, 3, 0.3)}[case]
+    return StudyResult(tables={"generation_scores": _generations({"prefix": p, "generic": o, "specific": o}, n, sd)})
+
 @inputs("propme_prompt_overlap")
 def prompt_overlap(case):
     """prompt_scores as the study writes them: per template prompt of the tiny model its nv_recall against the

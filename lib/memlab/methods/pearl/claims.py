@@ -127,6 +127,30 @@ def members_grow(res, c: Claim) -> Finding:
                    more_data=_bigger_family(res, c))
 
 
+@rule("pearl_epochs_tau04_false_positives")
+def tau04_false_positives(res, c: Claim) -> Finding:
+    """Hypothesis: at the paper's higher threshold (``stated_at``, τ_b = 0.4; bit flips, the last epoch) the share
+    of non-members flagged lies below ``threshold`` (0.02: our reading of "nearly eliminated", the paper's ≃ 2 % at
+    τ_b = 0.2). A higher threshold flags a subset of what a lower one flags, so "fewer than at the run's own α" holds
+    by construction and is reported, not tested; what can fail is the level. Decided on the 95 % Wilson interval:
+    reproduced iff it lies below the bound, contradicted iff above. Our value: that share."""
+    score, alpha = _decision(res)
+    df = res.tables["pearl_scores"]
+    last = df[(df.kind == "bitflip") & (df.epoch == df.epoch.max())]
+    tau, bound = float(c.stated_at), float(c.threshold)
+    non, mem = last[last.split == "nonmember"][score], last[last.split == "member"][score]
+    k, n = int((non > tau).sum()), len(non)
+    ci = wilson(k, n)
+    v = decide(ci, bound, "below")
+    return Finding(k / n if n else None, ci, f"{TINY}, epoch {int(last.epoch.max())}, bit flips, {score} > {tau:g}",
+                   v, f"non-members flagged at {tau:g}: {k}/{n} (at the run's {alpha:g}: {int((non > alpha).sum())}/{n});"
+                   f" members flagged at {tau:g}: {int((mem > tau).sum())}/{len(mem)} (at {alpha:g}: "
+                   f"{int((mem > alpha).sum())}/{len(mem)}), the stricter cutoff the paper names",
+                   statistic=f"share of non-members flagged at {score} > {tau:g} (Wilson 95 %)", our_n=n,
+                   n_needed=wilson_n_to_decide(k / n, bound) if v == "inconclusive" and n else None,
+                   more_data=_bigger_family(res, c))
+
+
 def _stays_stable(before, after, margin: float, level: float):
     """The same documents flagged before / after (boolean arrays): ((change in the flagged share, low, high), the
     verdict of "stays within ±margin", the documents that would bound it within the margin)."""
@@ -220,6 +244,31 @@ def mia_epoch0(res, c: Claim) -> Check:
     return Check(float(r.member_mia_pct), "% of non-members the MIA flags at the same epoch",
                  float(r.nonmember_mia_pct), lo > 0, f"epoch {int(r.epoch)}: members {int(km)}/{int(r.member_n)}, "
                  f"non-members {int(kn)}/{int(r.nonmember_n)}; difference {est:+.2f} [{lo:+.2f}, {hi:+.2f}]")
+
+
+@rule("pearl_mia_not_all_members_memorized")
+def not_all_members_memorized(res, c: Claim) -> Finding:
+    """Hypothesis: at the last epoch, of the members the perplexity MIA flags (its threshold fixed on the calibration
+    half at the first epoch), more than ``threshold`` (0.10, our reading of "not all") are not flagged by PEARL (the
+    run's threshold): membership is not memorization. Decided on the 95 % Wilson interval of that share among the
+    MIA-flagged members: reproduced iff it lies above the bound, contradicted iff below (PEARL flags nearly every
+    member the MIA flags: memorization ≈ membership). Not testable when the MIA flags no member. Our value: that
+    share (the paper, Table 4 at epoch 10: (83.8 − 18.9) / 83.8 = 0.77)."""
+    r = res.tables["mia_vs_memorization"].sort_values("epoch").iloc[-1]
+    n_mem = int(r.member_n)
+    mia, both = round(r.member_mia_pct / 100 * n_mem), round(r.member_both_pct / 100 * n_mem)
+    setting = f"{TINY}, epoch {int(r.epoch)}, {n_mem} members"
+    if mia == 0:
+        return untestable(setting, "the MIA flags no member at the last epoch", full_command(c.experiment))
+    k, bound = mia - both, float(c.threshold)
+    ci = wilson(k, mia)
+    v = decide(ci, bound)
+    return Finding(k / mia, ci, setting, v,
+                   f"the MIA flags {mia}/{n_mem} members, PEARL {round(r.member_memo_pct / 100 * n_mem)}/{n_mem}, "
+                   f"both {both}: {k} of the {mia} MIA-flagged members are not flagged by PEARL",
+                   statistic="share of MIA-flagged members PEARL does not flag, last epoch (Wilson 95 %)", our_n=mia,
+                   n_needed=wilson_n_to_decide(k / mia, bound) if v == "inconclusive" else None,
+                   more_data=_bigger_family(res, c))
 
 
 @rule("pearl_mia_nonmember_rate_falls")

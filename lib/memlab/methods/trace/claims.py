@@ -199,6 +199,56 @@ def capability_gap(res, claim: Claim) -> Finding:
                    "differences", our_n=len(g), n_needed=_needed(tests.values()))
 
 
+@rule("propme_recall_roughly_twice")
+def recall_roughly_twice(res, claim: Claim) -> Finding:
+    """Hypothesis: on the tiny model against its exact training set, prefix prompts (capability) give about twice the
+    NVR of ordinary prompts (propensity: generic and specific pooled, the paper's "propensity evaluations"). Decided
+    on the bootstrap interval (95 %, prompt settings resampled independently) of the ratio prefix NVR / ordinary NVR
+    against the band of "roughly": within a factor ``threshold`` (1.5) of 2 on a log scale. Reproduced iff the
+    interval lies inside the band, contradicted iff wholly outside it (a gap far larger or smaller than twice),
+    inconclusive otherwise. Our value: the ratio (empty when the ordinary NVR is 0)."""
+    g, name = _tiny(res)
+    if g is None:
+        return _no_tiny()
+    x = {"prefix": g[g.setting == "prefix"].nv_recall.to_numpy(float),
+         "ordinary": g[g.setting.isin(ORDINARY)].nv_recall.to_numpy(float)}
+    if not len(x["prefix"]) or not len(x["ordinary"]):
+        return _no_tiny()
+    pm, om = float(x["prefix"].mean()), float(x["ordinary"].mean())
+    if pm == om == 0:
+        return untestable(_setting_tiny(name, g), "no generation recalls anything (NVR 0 in every setting): no ratio",
+                          full_command("trace_capability_propensity"))
+    bp, bo = _means(x["prefix"], _seed(res)), _means(x["ordinary"], _seed(res) + 1)
+    log_ratio = _log(bp) - _log(bo)   # a mean of 0 counts as 1e-12: a ratio far outside any band, not undefined
+    est, units = float(_log(pm) - _log(om)), min(len(x["prefix"]), len(x["ordinary"]))
+    lo, hi = _ci(log_ratio, claim_level(claim), units)
+    band, centre = float(np.log(claim.threshold)), float(np.log(claim.value))
+    verdict = equivalence((lo - centre, hi - centre), band)
+    need = _band_n(est, (lo, hi), len(g), (centre - band, centre + band)) if verdict == "inconclusive" else None
+    edges = f"{claim.value / claim.threshold:.2f}–{claim.value * claim.threshold:.2f}"
+    return Finding(pm / om if om else None, (float(np.exp(lo)), float(np.exp(hi))), _setting_tiny(name, g), verdict,
+                   f"NVR prefix {pm:.3f} vs ordinary {om:.3f} (generic and specific, {len(x['ordinary'])} "
+                   f"generations); ratio {np.exp(est):.2f} [{np.exp(lo):.2f}, {np.exp(hi):.2f}] against roughly "
+                   f"{claim.value:g}× (within ×{claim.threshold:g}: {edges})" + _external_note(res, "NVR"),
+                   statistic="prefix NVR / ordinary-prompt NVR (bootstrap 95 %, log scale)", our_n=len(g),
+                   n_needed=need)
+
+
+def _log(x):
+    return np.log(np.maximum(x, 1e-12))
+
+
+def _band_n(est: float, ci: tuple[float, float], n: int, band: tuple[float, float]) -> int | None:
+    """The n that would decide an estimate against an equivalence band: inside it, both edges excluded; outside,
+    the nearer edge."""
+    if not np.isfinite(est):
+        return None
+    if band[0] < est < band[1]:
+        needs = [n_to_decide(est, ci, n, e) for e in band]
+        return None if None in needs else max(needs)
+    return n_to_decide(est, ci, n, min(band, key=lambda e: abs(e - est)))
+
+
 @rule("propme_prompt_overlap")
 def prompt_overlap(res, claim: Claim) -> Finding:
     """Hypothesis: specific prompts overlap the tiny model's training set more than generic ones (the step of the
