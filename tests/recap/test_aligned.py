@@ -95,7 +95,7 @@ def test_the_aligned_familys_wikipedia_articles_are_the_draw_its_file_describes(
     words = {t: set(re.findall(r"[A-Za-z]{4,}", t)) - {"American", "International"} for t in titles}
     alone = sorted(t for t in titles if not any(words[t] & words[u] for u in titles if u != t))
     random.Random(0).shuffle(alone)
-    assert listed(raw["members"]) == alone[:15] and listed(raw["nonmembers"]) == alone[15:30]
+    assert listed(raw["members"]) == alone[:15] + alone[40:53] and listed(raw["nonmembers"]) == alone[15:30]
     assert inst["refuse_wiki"] == alone[30:40]
 
 # A test-size aligned target: a micro GPT-NeoX trained from scratch on instruction documents only (no member books),
