@@ -210,3 +210,33 @@ def test_log_p_z_batching_and_padding_do_not_change_the_answer(micro_family):
     assert np.allclose(one, many, atol=1e-4, equal_nan=False)
     with pytest.raises(ValueError):
         log_p_z(model, [([], [1])], batch_size=1, **kw)
+
+
+def test_generate_warps_in_the_documented_order_and_samples_suffixes_at_rate_p_z(micro_family):
+    """transformers' generate(do_sample=True) builds Temperature → TopK → TopP (its private _get_logits_processor,
+    read to pin the order on the installed version), and its seeded samples from the micro model emit a 3-token
+    suffix at a rate whose exact 99.9 % interval holds p_z."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from memlab.metrics.intervals import clopper_pearson
+
+    tok = AutoTokenizer.from_pretrained(micro_family.tokenizer_dir)
+    model = AutoModelForCausalLM.from_pretrained(micro_family.final_dir).eval()
+    sampler = dict(temperature=1.3, top_k=20, top_p=0.9)
+    procs = model._get_logits_processor(generation_config=GenerationConfig(do_sample=True, **sampler),
+                                        input_ids_seq_length=16, device="cpu", model_kwargs={})
+    assert [type(p).__name__ for p in procs] == ["TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pairs = _windows(tok, micro_family.members[:1], 16, 3)
+    lp = log_p_z(model, pairs, batch_size=32, pad_token_id=pad, **sampler)
+    k = int(np.argmin(np.abs(lp - np.log(0.3))))  # a suffix neither sure nor rare
+    prefix, suffix = pairs[k]
+    torch.manual_seed(0)
+    with torch.inference_mode():
+        gen = model.generate(torch.tensor([prefix] * 4000), do_sample=True, max_new_tokens=3, pad_token_id=pad,
+                             **sampler)
+    hits = sum(row[16:].tolist() == suffix for row in gen)
+    lo, hi = clopper_pearson(hits, 4000, 0.999)
+    print(f"\nsampled {hits} / 4000 = {hits / 4000:.4f}, p_z = {math.exp(lp[k]):.4f}, 99.9 % CI ({lo:.4f}, {hi:.4f})")
+    assert lo <= math.exp(lp[k]) <= hi, (hits, math.exp(lp[k]))
