@@ -71,3 +71,40 @@ def bootstrap_yerr(samples: Iterable[Sequence[float]], *, n_resamples: int, seed
         lower.append(max(0.0, b.estimate - b.ci_low))
         upper.append(max(0.0, b.ci_high - b.estimate))
     return lower, upper
+
+
+def roc_low_fpr(curves, *, n_members: int, n_nonmembers: int, marks: Sequence[float]):
+    """ROC curves on log-log axes, one line per attack (``curves``: attack name → a curve with ``fpr`` and ``tpr``
+    arrays, e.g. :func:`memlab.metrics.low_fpr.roc_curve`), for reading TPR at low FPR (Carlini et al. 2022, fig. 1).
+    FPR runs from 1/``n_nonmembers`` (the smallest FPR above 0 those non-members can show) to 1, TPR from
+    1/``n_members`` to 1; a dotted vertical line at each FPR in ``marks`` (e.g. 1 % and 0.1 %), the chance diagonal,
+    and, where a mark lies below 1/n_nonmembers, a grey band over the FPRs these non-members cannot resolve (all
+    reference artists). Points at FPR 0 or TPR 0 have no place on log axes and are not drawn. Returns the figure,
+    its caption set."""
+    import matplotlib.pyplot as plt
+
+    if n_members < 1 or n_nonmembers < 1:
+        raise ValueError("roc_low_fpr needs at least one member and one non-member")
+    lo_x, lo_y = 1 / n_nonmembers, 1 / n_members
+    left = min([lo_x, *marks])
+    fig, ax = plt.subplots(figsize=(4.8, 4.2))
+    for name, c in curves.items():
+        ax.plot(c.fpr, c.tpr, lw=1.3, label=str(name))
+    reference(ax.plot([left, 1], [left, 1], c="grey", ls="--", lw=0.8)[0])
+    for m in marks:
+        reference(ax.axvline(m, c="k", ls=":", lw=0.9))
+        ax.annotate(f"{100 * m:g} %", (m, 1), xytext=(2, -10), textcoords="offset points", fontsize=7, gid=REFERENCE)
+    if left < lo_x:
+        reference(ax.axvspan(left, lo_x, color="0.9", lw=0))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(left, 1)
+    ax.set_ylim(min(lo_y, left), 1.05)
+    ax.set_xlabel("false-positive rate")
+    ax.set_ylabel("true-positive rate")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.set_label(f"ROC curves on log-log axes, one line per attack; {n_members} members, {n_nonmembers} non-members "
+                  f"(smallest FPR above 0: {lo_x:.3g}); dotted: FPR = "
+                  + ", ".join(f"{100 * m:g} %" for m in marks) + "; dashed: chance; points at FPR 0 not drawn.")
+    return fig

@@ -10,6 +10,10 @@
 * :mod:`~memlab.metrics.paired`    change in a share on the same items with an interval that never collapses, and
                                    its equivalence verdict against a margin (a share "stays stable")
 * :mod:`~memlab.metrics.detection` ROC/AUC (+ CI), TPR@FPR, threshold at a target FPR, Youden J
+* :mod:`~memlab.metrics.low_fpr`   TPR at a target FPR (realized FPR, exact interval, resolvable at 1/n), held-out
+                                   calibration, exact ROC and AUC interval from member / non-member scores
+* :mod:`~memlab.metrics.extraction_probability`  exact probability p_z that a sampler (temperature, top-k, top-p)
+                                   emits a suffix, and (n, p)-discoverable extraction rates (Hayes et al. 2024)
 * :mod:`~memlab.metrics.mia`       loss, perplexity, zlib ratio, Min-K%, Min-K%++ from TokenScores, and the
                                    registry of MIA scores (a new one: a module in :mod:`~memlab.metrics.mia_scores`)
 
