@@ -237,3 +237,105 @@ def test_jailbreak_bypass_each_way_on_pipeline_rows():
     assert f.verdict == "contradicted" and f.our_value == 0.0 and f.our_n == 26, f.reason
     no = np.zeros(len(ev), bool)
     assert judge("recap_jailbreak_bypass_aligned", table3(ev, no, no)).verdict == "not testable here"
+
+
+# -- the feedback loop (recap_feedback) ----------------------------------------------------------------------------
+def gains_with(round1: int, round2: int) -> pd.DataFrame:
+    """feedback_gains_events of the aligned target's member events, the loop accepting a re-attempt (gain 0.05 >
+    min_gain) in round 1 on the first ``round1`` events it could refine and again (0.10 in all) in round 2 on the
+    first ``round2`` of those (round 2 runs only after a round-1 gain: stop_on_no_gain); the others gain nothing.
+    Each row's best = its round-0 best + gain, below the stop score."""
+    g = real("feedback_gains_events")
+    g = g[g.target == ALIGNED].copy()
+    start = g[g["round"] == 0].set_index("event").best
+    room = [e for e in start.index if start[e] < 0.8 and (g.split[g.event == e] == "member").all()]
+    assert round2 <= round1 <= len(room)
+    gain = {e: (0.05 if k < round1 else 0.0, 0.10 if k < round2 else 0.05 if k < round1 else 0.0)
+            for k, e in enumerate(room)}
+    for r in (1, 2):
+        rows = (g["round"] == r) & g.event.isin(gain)
+        g.loc[rows, "gain"] = [gain[e][r - 1] for e in g.event[rows]]
+    g["best"] = g.event.map(start) + g.gain
+    return g
+
+
+def feedback(**tables) -> StudyResult:
+    return result("recap_feedback", **tables)
+
+
+def test_feedback_rules_on_the_real_run():
+    g = real("feedback_gains_events")
+    f = judge("recap_feedback_one_round_aligned", feedback(feedback_gains_events=g))
+    assert f.verdict == "not testable here" and "only 7 of 117 events" in f.reason      # ci71
+    f = judge("recap_feedback_half_unimproved_aligned", feedback(feedback_gains_events=g))
+    assert f.verdict == "contradicted" and f.our_value == pytest.approx(110 / 117)
+
+
+def test_one_round_each_way_on_pipeline_rows():
+    """Of the 117 events below the stop score (112 member events, 5 of release notes), 40 or 60 gain in round 1 and
+    so go on: 2 gaining again in round 2 is fewer than 20 %, 40 more, 20 too close to tell."""
+    f = judge("recap_feedback_one_round_aligned", feedback(feedback_gains_events=gains_with(40, 2)))
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(2 / 117), f.reason
+    f = judge("recap_feedback_one_round_aligned", feedback(feedback_gains_events=gains_with(60, 40)))
+    assert f.verdict == "contradicted" and f.our_value == pytest.approx(40 / 117), f.reason
+    f = judge("recap_feedback_one_round_aligned", feedback(feedback_gains_events=gains_with(60, 20)))
+    assert f.verdict == "inconclusive" and f.our_value == pytest.approx(20 / 117), f.reason
+
+
+def test_half_unimproved_each_way_on_pipeline_rows():
+    f = judge("recap_feedback_half_unimproved_aligned", feedback(feedback_gains_events=gains_with(56, 0)))
+    assert f.verdict == "reproduced" and f.our_value == pytest.approx(61 / 117), f.reason
+    f = judge("recap_feedback_half_unimproved_aligned", feedback(feedback_gains_events=gains_with(40, 0)))
+    assert f.verdict == "inconclusive" and f.our_value == pytest.approx(77 / 117), f.reason
+
+
+def passages_on_unseen(per_event: float) -> StudyResult:
+    """The run's book_scores with RECAP finding ``per_event`` passages per event (rounded down per book) on every
+    book the aligned target never saw (held-out KJV books and licences, release notes); a 40-token passage of a
+    ~50–70-token gold lifts that book's RECAP ROUGE-L to at least 0.6 (DSP + JB, DSP below it unchanged)."""
+    b = real("book_scores")
+    unseen = (b.target == ALIGNED) & ((b.split == "nonmember") | (b.category == "non_training")) & (b.method == "recap")
+    k = np.floor(b.events[unseen] * per_event)
+    b.loc[unseen, "passages_m5"] = k.astype(int)
+    b.loc[unseen & (b.passages_m5 > 0), "rouge_l"] = np.maximum(b.rouge_l, 0.6)
+    return feedback(book_scores=b)
+
+
+def test_no_contamination_each_way_on_pipeline_rows():
+    f = judge("recap_feedback_no_contamination_aligned", feedback(book_scores=real("book_scores")))
+    assert f.verdict == "reproduced" and f.our_value == 0 and f.our_n == 67, f.reason   # ci71
+    f = judge("recap_feedback_no_contamination_aligned", passages_on_unseen(1.0))   # one passage per event
+    assert f.verdict == "contradicted" and f.our_value >= 4, f.reason
+    few = real("book_scores")   # a run of 3 books per category and split (fewer than the exact tests need)
+    few = few[few.groupby(["target", "category", "split", "method"], dropna=False).cumcount() < 3]
+    f = judge("recap_feedback_no_contamination_aligned", feedback(book_scores=few))
+    assert f.verdict == "inconclusive" and f.our_value == 0 and f.n_needed > f.our_n, f.reason
+    b = real("book_scores").assign(passages_m5=0)   # no passage anywhere: no positive control
+    assert judge("recap_feedback_no_contamination_aligned", feedback(book_scores=b)).verdict == "not testable here"
+
+
+def filter_run(books=None, predictive: str | None = None) -> StudyResult:
+    """filter_events of the run; with ``predictive`` the loop accepts a re-attempt (+0.15) on a third of the aligned
+    target's events (every third event of each book) and that signal scores them high (0.9, the others 0.05), the
+    other signals keep the run's values. ``books`` keeps only that many of its (target, book) pairs."""
+    ev = real("filter_events")
+    ev = ev[ev.target == ALIGNED].reset_index(drop=True)
+    if books is not None:
+        ev = ev[ev.book.isin(list(dict.fromkeys(ev.book))[:books])].reset_index(drop=True)
+    if predictive:
+        hit = (ev.groupby("book").cumcount() % 3 == 0).to_numpy() & (ev.dsp_jb < 0.8).to_numpy()
+        ev["recap"] = np.where(hit, ev.dsp_jb + 0.15, ev.recap)
+        ev[predictive] = np.where(hit, 0.9, 0.05)
+    assert (ev.recap >= ev.dsp_jb - 1e-12).all()
+    return feedback(filter_events=ev, filter_tradeoff=real("filter_tradeoff"))
+
+
+def test_filter_hybrid_each_way_on_pipeline_rows():
+    f = judge("recap_filter_hybrid_aligned", filter_run())
+    assert f.verdict == "contradicted" and f.our_n == 67, f.reason        # ci71: three filters tie
+    f = judge("recap_filter_hybrid_aligned", filter_run(predictive="hybrid"))
+    assert f.verdict == "reproduced", f.reason
+    f = judge("recap_filter_hybrid_aligned", filter_run(predictive="cosine"))
+    assert f.verdict == "contradicted" and "hybrid − cosine -" in f.reason, f.reason
+    f = judge("recap_filter_hybrid_aligned", filter_run(books=4, predictive="hybrid"))
+    assert f.verdict == "inconclusive" and f.our_n == 4, f.reason
