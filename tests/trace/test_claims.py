@@ -223,3 +223,26 @@ def test_comparison_table_is_deterministic(experiment, res):
 def test_sanity_table_columns():
     t = sanity_table("trace_validation", with_negatives(queries(), 0))
     assert list(t.columns) == SANITY_COLUMNS and t.passed.tolist() == [True, True]
+
+
+# -- issue 49: the branches the tests above leave out, on rows shaped like the pipeline's ---------------------------
+@pytest.mark.parametrize("claim_id", ["propme_t1_als", "propme_capability_gap"])
+def test_capability_claims_are_contradicted_when_prefix_prompts_recall_less(claim_id):
+    """A model whose ordinary prompts recall more than prefix prompts (NVR 0.5 vs 0.2 on 20 prompts each)."""
+    f = judge(claim_id, capability(prefix=0.2, generic=0.5, specific=0.5))
+    assert f.verdict == "contradicted", f.reason
+    assert "prefix − generic -" in f.reason and "prefix − specific -" in f.reason
+
+
+def test_prompt_overlap_is_open_on_few_close_prompts():
+    f = judge("propme_prompt_overlap", prompt_scores(0.03, 0.035, n=5))
+    assert f.verdict == "inconclusive" and f.our_value == pytest.approx(0.007, abs=0.002), f.reason
+
+
+def test_stages_are_open_near_their_margins():
+    """ci71's own verdict on parent_drop is inconclusive; here: corpus A drops by 0.01 from stage 0 on 10 prompts
+    (too little to tell from no drop), and corpus B drifts by about the ±0.05 margin."""
+    f = judge("propme_stages_parent_drop", stages([0.5, 0.49, 0.49, 0.49], [0.0, 0.3, 0.3, 0.3], n=10))
+    assert f.verdict == "inconclusive" and "stage0 − stage1 +0.005" in f.reason, f.reason
+    f = judge("propme_stages_stable", stages([0.8, 0.3, 0.3, 0.3], [0.0, 0.3, 0.33, 0.35], n=10))
+    assert f.verdict == "inconclusive" and "B: last − first +0.049" in f.reason, f.reason
