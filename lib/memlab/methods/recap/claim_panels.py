@@ -132,12 +132,18 @@ def nonmember_rows(books) -> "np.ndarray":
 
 
 def member_events(res):
-    """Events below the stop score of books in their target's training set (the tiny model's non-member events
-    left out) as a (target, event) × round table of gains, and the number left out."""
+    """Events below the stop score of books in their target's training set as a (target, event) × round table of
+    gains, and the number left out: where a target's membership is known (the tiny model: some of its events are
+    split member/nonmember) only its member events stay — its non-members and the books no split names (release
+    notes, published after every model here) are books it never saw; a target of unknown membership keeps all."""
     g = res.tables.get("feedback_gains_events")
     if g is None or not len(g):
         return None, 0
-    held = (g["split"].astype(str) == "nonmember") if "split" in g.columns else np.zeros(len(g), bool)
+    held = np.zeros(len(g), bool)
+    if "split" in g.columns:
+        split = g["split"].astype(str)
+        known = split.isin(["member", "nonmember"]).groupby(g["target"]).transform("any")
+        held = (known & (split != "member")).to_numpy()
     dropped = len(g[held].drop_duplicates(["target", "event"]))
     g = g[~held]
     if g.empty:
