@@ -118,15 +118,18 @@ def one_round(case, targets):
 
 def passage_books(passages: dict, targets, *, n_books: int, seed: int = 0) -> pd.DataFrame:
     """book_scores rows with passage counts the pipeline can produce: {category: mean RECAP passages per book}, drawn
-    Poisson per (target, book); DSP + Jailbreak finds at most RECAP's (the loop keeps its best attempt)."""
+    Poisson per (target, book); DSP + Jailbreak finds at most RECAP's (the loop keeps its best attempt); at most one
+    passage per event (a 40-token passage of a 50–80-token gold), so a book has as many events as passages, and a
+    book with passages scores the ROUGE-L such a passage implies (≥ 0.6)."""
     rng = np.random.default_rng(seed)
     rows = []
     for t in targets:
         for cat, mu in passages.items():
             for b in range(n_books):
                 k = int(rng.poisson(mu))
+                events = max(2, k)
                 rows += [{"target": t, "category": cat, "book": f"{cat}/{b}", "split": None, "method": m,
-                          "rouge_l": 0.1 + 0.01 * n, "events": 2, "passages_m5": n}
+                          "rouge_l": 0.6 + 0.3 * n / events if n else 0.1, "events": events, "passages_m5": n}
                          for m, n in (("dsp_jb", k // 2), ("recap", k))]
     return pd.DataFrame(rows)
 
