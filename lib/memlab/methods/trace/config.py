@@ -11,7 +11,7 @@ from memlab.schema import check
 @dataclass(frozen=True)
 class TraceConfig:
     seed: int
-    backend: str = field(metadata=check(choices=tuple(BACKENDS)))
+    backend: str = field(metadata=check(choices=BACKENDS))
     index_shard_tokens: int = field(metadata=check(ge=1))
     k_frac: float = field(metadata=check(gt=0, le=1))
     doc_cap: int = field(metadata=check(ge=1))

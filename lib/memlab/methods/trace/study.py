@@ -34,7 +34,7 @@ POSITIONS = ("start", "random")
 @dataclass(frozen=True)
 class ValidationParams:
     corpora: list[dict] = field(metadata=check(nonempty=True))   # corpus specs (memlab.data.sampling.load_spec)
-    backends: list[str] = field(metadata=check(choices=tuple(BACKENDS), nonempty=True))
+    backends: list[str] = field(metadata=check(choices=BACKENDS, nonempty=True))
     tokenizer: str | None            # None = byte-level BPE trained on the corpus; or an HF tokenizer folder
     vocab_size: int = field(metadata=check(ge=256))
     n_docs: int = field(metadata=check(ge=1))
