@@ -37,7 +37,7 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-# The micro model: members / nonmembers are KJV chapters (ids from memlab.data.kjv).
+# The micro model: members / nonmembers are KJV chapters (ids from memlab.data.sources.kjv).
 MICRO_MEMBERS = ("kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2", "kjv/chapter/Ruth/3", "kjv/chapter/Ruth/4")
 MICRO_NONMEMBERS = ("kjv/chapter/Jonah/1", "kjv/chapter/Jonah/2", "kjv/chapter/Jonah/3", "kjv/chapter/Jonah/4")
 MICRO_TOKENIZER = dict(vocab_size=512, tokenizer_on="members")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memlab.data.post_cutoff_code import load_post_cutoff_code, read_pins, top_level_units
+from memlab.data.sources.post_cutoff_code import load_post_cutoff_code, read_pins, top_level_units
 from memlab.errors import ConfigError, MissingSourceError
 
 BIG = "\n".join(f"    total += {i}" for i in range(30))

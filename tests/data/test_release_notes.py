@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from datetime import date
 
-from memlab.data.release_notes import debian_entries, dated_sections, read_pins, split_passages
+from memlab.data.sources.release_notes import debian_entries, dated_sections, read_pins, split_passages
 
 RST = """Changelog
 =========

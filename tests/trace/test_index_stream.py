@@ -163,7 +163,7 @@ def test_infini_gram_path_the_engine_cannot_open_is_one_line(big_corpus, tokeniz
 def test_shards_are_cut_while_tokenizing_at_shard_tokens(big_corpus, tokenizer, tmp_path, monkeypatch):
     """A shard is the documents up to the one that brings it to shard_tokens tokens (separators counted), the last
     shard the rest, whatever the chunking; they are cut (and sorted) while later chunks are still being tokenized."""
-    from memlab.methods.trace.index import infini_gram
+    from memlab.methods.trace.index.kinds import infini_gram
 
     monkeypatch.setattr(corpus_stream, "CHUNK_BYTES", 4096)
     cuts_during: list[int] = []

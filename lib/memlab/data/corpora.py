@@ -17,10 +17,17 @@ name                  options                                                sou
                       (one document per top-level function/class)           released ≥ 2025-06-01
 ====================  =====================================================  ==============================
 
-Every loader also takes a path option so tests can point it at a missing source. A corpus built by a method from
-the ones above is named by its loader, ``"package.module:function"`` (as an experiment names its study): the
-aligned zoo target's instructions in RECAP's prompt format are the recap method's ``aligned:load_recap_instruct``
-(conf/zoo/kjv_aligned.yaml); this module never names a method.
+Every loader also takes a path option so tests can point it at a missing source.
+
+**The registry** (issue 48: one plugin style, as the backend kinds and the MIA scores): each corpus above is one
+module of :data:`SOURCE_PACKAGE` (:mod:`memlab.data.sources`) whose loader registers itself with
+:func:`corpus_loader` (``@corpus_loader("kjv")``); :func:`registered` imports every module of that package
+(:func:`memlab.plugins.import_all`). Adding a corpus = one module there, no other file edited. A loader module imports
+its optional dependencies inside the loader, so one missing dependency never blocks the other corpora.
+
+A corpus built by a method from the ones above is named by its loader, ``"package.module:function"`` (as an
+experiment names its study): the aligned zoo target's instructions in RECAP's prompt format are the recap method's
+``aligned:load_recap_instruct`` (conf/zoo/kjv_aligned.yaml); this module never names a method.
 """
 
 from __future__ import annotations
@@ -30,34 +37,59 @@ from typing import Callable
 
 from memlab.data.records import Document
 from memlab.errors import ConfigError
+from memlab.plugins import import_all
 
-# name -> "module:function"; imported lazily so one missing optional dependency never blocks the others.
-LOADERS: dict[str, str] = {
-    "kjv": "memlab.data.kjv:load_kjv",
-    "fortunes": "memlab.data.fortunes:load_fortunes",
-    "humaneval": "memlab.data.humaneval:load_humaneval",
-    "licences": "memlab.data.licences:load_licences",
-    "wiki": "memlab.data.wiki:load_wiki",
-    "stdlib": "memlab.data.stdlib:load_stdlib",
-    "release_notes": "memlab.data.release_notes:load_release_notes",
-    "post_cutoff_code": "memlab.data.post_cutoff_code:load_post_cutoff_code",
-}
+__all__ = ["SOURCE_PACKAGE", "corpus_loader", "unregister", "registered", "available_corpora", "load_corpus"]
+
+SOURCE_PACKAGE = "memlab.data.sources"   # every module in it is imported by registered()
+Loader = Callable[..., list[Document]]
+
+_LOADERS: dict[str, Loader] = {}   # corpus name → its loader
+
+
+def corpus_loader(name: str) -> Callable[[Loader], Loader]:
+    """Register the decorated function (options → list of :class:`Document`) as the loader of corpus ``name``."""
+
+    def add(load: Loader) -> Loader:
+        known = _LOADERS.get(name)
+        if known is not None and (known.__module__, known.__qualname__) != (load.__module__, load.__qualname__):
+            raise ValueError(f"corpus {name!r} is registered twice ({known.__module__} and {load.__module__})")
+        _LOADERS[name] = load
+        return load
+
+    return add
+
+
+def unregister(name: str) -> None:
+    """Drop corpus ``name`` (tests that add a toy corpus undo it)."""
+    _LOADERS.pop(name, None)
+
+
+def registered() -> dict[str, Loader]:
+    """Every registered corpus → its loader, after importing every module of :data:`SOURCE_PACKAGE` (once per
+    process: :func:`memlab.plugins.import_all`)."""
+    import_all(SOURCE_PACKAGE)
+    return dict(_LOADERS)
 
 
 def available_corpora() -> list[str]:
-    return sorted(LOADERS)
+    return sorted(registered())
 
 
-def _loader(name: str) -> Callable[..., list[Document]]:
+def _loader(name: str) -> Loader:
     """A registered corpus's loader, or the function a ``"package.module:function"`` name points at."""
-    if name not in LOADERS and ":" not in name:
+    if ":" in name:
+        module, _, func = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), func)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"corpus loader {name!r} not found: {err}") from None
+    if name not in registered():
+        import_all(SOURCE_PACKAGE, again=True)   # a module added since the package was imported
+    if name not in _LOADERS:
         raise ConfigError(f"unknown corpus {name!r}; choose one of: {', '.join(available_corpora())}, or name a "
                           f"loader as package.module:function")
-    module, _, func = LOADERS.get(name, name).partition(":")
-    try:
-        return getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(f"corpus loader {name!r} not found: {err}") from None
+    return _LOADERS[name]
 
 
 def load_corpus(name: str, **options) -> list[Document]:

@@ -104,13 +104,13 @@ def source_versions(corpus: str) -> dict[str, str]:
     if "python" in spec:
         out["python"] = ".".join(map(str, sys.version_info[:3]))
     if corpus == "release_notes":
-        from memlab.data.release_notes import read_pins
+        from memlab.data.sources.release_notes import read_pins
 
         pins, cfg = read_pins()
         out.update({f"pypi-sdist:{p.spec}": f"sha256:{p.sha256}" for p in pins})
         out["debian_changelogs"] = str(bool(cfg["debian_changelogs"]))
     if corpus == "post_cutoff_code":
-        from memlab.data.post_cutoff_code import read_pins as code_pins
+        from memlab.data.sources.post_cutoff_code import read_pins as code_pins
 
         out.update({f"pypi-sdist:{p.spec}": f"sha256:{p.sha256} first released {p.fields['first_release']}"
                     for p in code_pins()[0]})

@@ -1,5 +1,5 @@
 """Pinned PyPI sdists: read the pin file, download once, verify, read members — shared by the corpora built from
-sdists (:mod:`memlab.data.release_notes`, :mod:`memlab.data.post_cutoff_code`).
+sdists (:mod:`memlab.data.sources.release_notes`, :mod:`memlab.data.sources.post_cutoff_code`).
 
 A pin file (``conf/corpora/<corpus>.yaml``) lists ``packages``: each with ``name``, ``version``, ``sha256`` of the
 sdist archive and whatever the corpus needs (kept in :attr:`Pin.fields`). The data stage downloads missing sdists

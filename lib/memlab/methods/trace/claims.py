@@ -4,8 +4,9 @@ Each rule reads only the :class:`~memlab.results.StudyResult` of ``trace_validat
 ``trace_capability_propensity`` or ``trace_stages`` (tables and metrics) and returns a
 :class:`~memlab.comparison.Finding`; the verdict rule is stated in its docstring.
 
-Intervals are bootstraps (:mod:`memlab.metrics.bootstrap`, 1000 resamples, seeded with the run's ``method.seed`` —
-its typed config, :attr:`memlab.results.StudyResult.method` — so they are deterministic) over the units the metric averages: validation queries, or
+Intervals are bootstraps (:mod:`memlab.metrics.bootstrap`, ``method.bootstrap.n_resamples`` resamples seeded with
+the run's ``method.seed`` — its typed config, :attr:`memlab.results.StudyResult.method`, conf/method/trace.yaml —
+so they are deterministic) over the units the metric averages: validation queries, or
 generations (``generation_scores``: per generation its longest kept span, full match and best nv_recall, whose
 means are ALS, FMR and NVR). Prompt settings use different prompts, so their differences are bootstrapped
 independently (seeds s, s + 1, ...); training stages answer the same prompts, so stage differences are paired.
@@ -20,13 +21,14 @@ from memlab.metrics.bootstrap import paired_bootstrap, resample_indices
 from memlab.metrics.intervals import expanded_level, mover_contrast, n_to_decide, quantile_ci
 from memlab.metrics.paired import equivalence
 
-B = 1000
 METRIC = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
 ORDINARY = ("generic", "specific")
 
 
-def _seed(res) -> int:
-    return res.method.seed
+def _boot(res) -> tuple[int, int]:
+    """The run's bootstrap seed and resamples: ``method.seed``, ``method.bootstrap.n_resamples``."""
+    m = res.method
+    return m.seed, m.bootstrap.n_resamples
 
 
 def _tiny_name(res) -> str:
@@ -37,10 +39,10 @@ def _tiny_name(res) -> str:
     return checkpoint_name(t.family, t.size, "final")
 
 
-def _means(x, seed: int) -> np.ndarray:
-    """Bootstrap means of ``x`` (B draws, ``resample_indices(len(x), B, seed)``)."""
+def _means(x, seed: int, n_resamples: int) -> np.ndarray:
+    """Bootstrap means of ``x`` (``resample_indices(len(x), n_resamples, seed)``)."""
     x = np.asarray(x, float)
-    return np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(len(x), B, seed)])
+    return np.concatenate([x[idx].mean(axis=1) for idx in resample_indices(len(x), n_resamples, seed)])
 
 
 def _ci(stats, level: float, units: int | None = None) -> tuple[float, float]:
@@ -119,14 +121,14 @@ def _setting_tiny(name, g) -> str:
             "so the prefix rows measure recall of the model's own training text")
 
 
-def _gap(g, metric: str, seed: int):
+def _gap(g, metric: str, seed: int, n_resamples: int):
     """Prefix mean, ordinary means and bootstrap draws of prefix − each ordinary setting (independent prompts)."""
     col = METRIC[metric]
     x = {s: g[g.setting == s][col].to_numpy(float) for s in ("prefix", *ORDINARY)}
     if any(len(v) == 0 for v in x.values()):
         return None
-    bp = _means(x["prefix"], seed)
-    diffs = {s: bp - _means(x[s], seed + 1 + k) for k, s in enumerate(ORDINARY)}
+    bp = _means(x["prefix"], seed, n_resamples)
+    diffs = {s: bp - _means(x[s], seed + 1 + k, n_resamples) for k, s in enumerate(ORDINARY)}
     return {s: float(v.mean()) for s, v in x.items()}, diffs, bp
 
 
@@ -142,7 +144,7 @@ def _no_tiny() -> Finding:
 def _gaps(res, metric: str, level: float):
     """(means, {ordinary setting: (prefix − it, interval, verdict of 'above 0', n)}) of the tiny model, or None."""
     g, _ = _tiny(res)
-    if g is None or (got := _gap(g, metric, _seed(res))) is None:
+    if g is None or (got := _gap(g, metric, *_boot(res))) is None:
         return None
     m, diffs, bp = got
     n = len(g)
@@ -267,7 +269,8 @@ def prompt_overlap(res, claim: Claim) -> Finding:
     x = {s: t[t.setting == s].nv_recall.to_numpy(float) for s in ORDINARY}
     if any(len(v) == 0 for v in x.values()):
         return untestable(name, "a template prompt setting is missing", cmd)
-    d = _means(x["specific"], _seed(res)) - _means(x["generic"], _seed(res) + 1)
+    seed, n_resamples = _boot(res)
+    d = _means(x["specific"], seed, n_resamples) - _means(x["generic"], seed + 1, n_resamples)
     n = min(len(v) for v in x.values())
     est, ci = float(x["specific"].mean() - x["generic"].mean()), _ci(d, claim_level(claim), units=n)
     v = decide(ci)
@@ -323,10 +326,11 @@ def _stages_setting(res) -> str:
             "the verdict is about this analog (declared deviation), not the paper's models")
 
 
-def _paired(a, b, seed, level: float):
-    """Paired bootstrap of mean(a) − mean(b) (the same prompts at two stages): (difference, expanded percentile
-    interval)."""
-    r = paired_bootstrap(a, b, n_resamples=B, seed=seed, ci=expanded_level(level, max(2, len(a))))
+def _paired(a, b, boot: tuple[int, int], level: float):
+    """Paired bootstrap of mean(a) − mean(b) (the same prompts at two stages; ``boot``: the run's seed and
+    resamples, :func:`_boot`): (difference, expanded percentile interval)."""
+    seed, n_resamples = boot
+    r = paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed, ci=expanded_level(level, max(2, len(a))))
     return r.diff.estimate, (r.diff.ci_low, r.diff.ci_high)
 
 
@@ -342,7 +346,7 @@ def stages_parent_drop(res, claim: Claim) -> Finding:
     stages = list(st)
     base = stages[0]
     level = claim_level(claim, len(stages) - 1)
-    tests = {s: _paired(st[base], st[s], _seed(res), level) for s in stages[1:]}
+    tests = {s: _paired(st[base], st[s], _boot(res), level) for s in stages[1:]}
     verdicts = {s: decide(ci) for s, (_, ci) in tests.items()}
     n = len(st[base])
     needs = [n_to_decide(d, ci, n, 0.0) for s, (d, ci) in tests.items() if verdicts[s] == "inconclusive"]
@@ -367,7 +371,7 @@ def stages_stable(res, claim: Claim) -> Finding:
             return untestable("fewer than two continual stages", "stability needs at least two continual stages",
                               full_command("trace_stages"))
         stages = list(st)[1:]
-        out[c] = (*_paired(st[stages[-1]], st[stages[0]], _seed(res), claim_level(claim, 2)), len(st[stages[0]]))
+        out[c] = (*_paired(st[stages[-1]], st[stages[0]], _boot(res), claim_level(claim, 2)), len(st[stages[0]]))
 
     verdicts = [equivalence(ci, m) for _, ci, _ in out.values()]
     big = max(out, key=lambda c: abs(out[c][0]))

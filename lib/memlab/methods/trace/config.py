@@ -9,9 +9,14 @@ from memlab.schema import check
 
 
 @dataclass(frozen=True)
+class BootstrapConfig:
+    n_resamples: int = field(metadata=check(ge=1))   # the paper-vs-ours intervals (claims.py), the stage figure's bars
+
+
+@dataclass(frozen=True)
 class TraceConfig:
     seed: int
-    backend: str = field(metadata=check(choices=tuple(BACKENDS)))
+    backend: str = field(metadata=check(choices=BACKENDS))
     index_shard_tokens: int = field(metadata=check(ge=1))
     k_frac: float = field(metadata=check(gt=0, le=1))
     doc_cap: int = field(metadata=check(ge=1))
@@ -20,6 +25,7 @@ class TraceConfig:
     n_tokens: int = field(metadata=check(ge=1))
     nv_recall_threshold: float = field(metadata=check(ge=0, le=1))
     propensity_eps: float = field(metadata=check(gt=0, le=1))
+    bootstrap: BootstrapConfig
     index_root: str
     prompts_dir: str | None        # None: the study reads no prompts (trace_validation)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from memlab.methods.trace.claims import B  # the claims' bootstrap resamples, also the NVR bars'
 
 SETTINGS = ["generic", "specific", "prefix"]
 
@@ -46,11 +45,11 @@ def _stage_bars(per, stages, metric: str, *, n_resamples: int, seed: int):
 
 
 def stage_metrics(summary, scores, paper: tuple[float, str] | None = None, max_new_tokens: int | None = None, *,
-                  seed: int, n_resamples: int = B):
+                  seed: int, n_resamples: int):
     """ALS, FMR and NVR per training stage, one line per prompt setting; rows = corpus A, B; bars: 95 % intervals
-    of the mean over the stage's generations (:func:`_stage_bars`; ``scores``: one row per generation; ``seed``:
-    the config's, as the claims' bootstraps); ``paper`` = (value, label) of the paper's prefix ALS (tokens),
-    drawn dotted on the ALS panels."""
+    of the mean over the stage's generations (:func:`_stage_bars`; ``scores``: one row per generation; ``seed``,
+    ``n_resamples``: the config's, as the claims' bootstraps); ``paper`` = (value, label) of the paper's prefix ALS
+    (tokens), drawn dotted on the ALS panels."""
     import matplotlib.pyplot as plt
 
     from memlab.plots import paper_line

@@ -34,7 +34,7 @@ POSITIONS = ("start", "random")
 @dataclass(frozen=True)
 class ValidationParams:
     corpora: list[dict] = field(metadata=check(nonempty=True))   # corpus specs (memlab.data.sampling.load_spec)
-    backends: list[str] = field(metadata=check(choices=tuple(BACKENDS), nonempty=True))
+    backends: list[str] = field(metadata=check(choices=BACKENDS, nonempty=True))
     tokenizer: str | None            # None = byte-level BPE trained on the corpus; or an HF tokenizer folder
     vocab_size: int = field(metadata=check(ge=256))
     n_docs: int = field(metadata=check(ge=1))
@@ -186,7 +186,7 @@ def stages(method: TraceConfig, params: StagesParams, run: StudyRun) -> StudyRes
     res.table("stage_metrics", summary[keys + ["ALS", "FMR", "NVR", "token_accuracy", "generations_with_spans"]])
     res.figure("stage_metrics", plots.stage_metrics(summary, generation_frame(traces, keys),
                                                     paper_mark("propme_t1_als"), p.max_new_tokens,
-                                                    seed=method.seed))
+                                                    seed=method.seed, n_resamples=method.bootstrap.n_resamples))
     prop = pd.DataFrame(propensity_rows(summary.to_dict("records"), keys, eps=method.propensity_eps))
     prop = res.table("stage_propensity", prop.sort_values(["corpus", "stage", "setting"]).reset_index(drop=True))
     res.figure("stage_propensity", plots.stage_propensity(prop))

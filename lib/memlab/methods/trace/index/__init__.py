@@ -24,31 +24,45 @@ document boundary. Every index records the fingerprint of the tokenizer it was b
 An index directory is complete only when ``meta.json`` exists: it is written last, after every other file,
 so a killed build leaves a directory that :func:`load_index` refuses with one clear line.
 
-This package: :mod:`.base` (interface, tokenizer helpers, validation, backend registry),
-:mod:`.suffix_array` and :mod:`.infini_gram` (the backends, registered by name on import), :mod:`.corpus_stream`
-and :mod:`.piece_cache` (tokenizing the corpus), and here
-:func:`build_index` / :func:`load_index`, which pick the backend class by name from :data:`BACKENDS`.
+This package: :mod:`.base` (interface, tokenizer helpers, validation, backend registry), :mod:`.kinds` (the
+backends' plugin package: :mod:`.kinds.suffix_array`, :mod:`.kinds.infini_gram`, each registered by name with
+:func:`register_backend`; the registry imports every module of it when a backend is looked up, as the backend kinds
+and the MIA scores are found — adding a backend = one module there), :mod:`.corpus_stream` and :mod:`.piece_cache`
+(tokenizing the corpus), and here :func:`build_index` / :func:`load_index`, which pick the backend class by name
+from :data:`BACKENDS`. The backend classes stay importable from here by name (:data:`_PUBLIC`, imported on first
+use).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import time
 from pathlib import Path
 
 from memlab.errors import MemlabError
-from memlab.methods.trace.index.base import (BACKENDS, FINGERPRINT_VERSION, FORMAT_VERSION, Occurrences, TokenIndex,
-                                             backend_class, encode_texts, read_jsonl_bytes, register_backend,
-                                             token_dtype_for, tokenizer_fingerprint, vocab_size_of)
-# importing the backend modules registers their classes in BACKENDS (suffix_array first, as before)
+from memlab.methods.trace.index.base import (BACKENDS, FINGERPRINT_VERSION, FORMAT_VERSION, KIND_PACKAGE, Occurrences,
+                                             TokenIndex, backend_class, encode_texts, read_jsonl_bytes,
+                                             register_backend, token_dtype_for, tokenizer_fingerprint,
+                                             unregister_backend, vocab_size_of)
 from memlab.methods.trace.index.corpus_stream import tokenize_corpus
-from memlab.methods.trace.index.suffix_array import SuffixArrayIndex
-from memlab.methods.trace.index.infini_gram import ExternalInfiniGramIndex, InfiniGramIndex
 
-__all__ = ["BACKENDS", "FORMAT_VERSION", "ExternalInfiniGramIndex", "InfiniGramIndex", "Occurrences",
+__all__ = ["BACKENDS", "FORMAT_VERSION", "KIND_PACKAGE", "ExternalInfiniGramIndex", "InfiniGramIndex", "Occurrences",
            "SuffixArrayIndex", "TokenIndex", "backend_class", "build_index", "encode_texts", "load_index",
-           "read_jsonl_bytes", "register_backend", "token_dtype_for", "tokenizer_fingerprint", "vocab_size_of"]
+           "read_jsonl_bytes", "register_backend", "token_dtype_for", "tokenizer_fingerprint", "unregister_backend",
+           "vocab_size_of"]
+
+# public backend classes → their module in the plugin package (imported on first use: module __getattr__)
+_PUBLIC = {"SuffixArrayIndex": "memlab.methods.trace.index.kinds.suffix_array",
+           "InfiniGramIndex": "memlab.methods.trace.index.kinds.infini_gram",
+           "ExternalInfiniGramIndex": "memlab.methods.trace.index.kinds.infini_gram"}
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------------- build / load

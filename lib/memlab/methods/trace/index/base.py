@@ -4,7 +4,10 @@ and :func:`~memlab.methods.trace.index.load_index` pick a backend class from by 
 
 A backend is a :class:`TokenIndex` subclass that declares ``name`` (the ``backend`` argument of
 ``build_index`` and the ``"backend"`` field of ``meta.json``) and is decorated with
-:func:`register_backend`.
+:func:`register_backend`, in one module of the plugin package :data:`KIND_PACKAGE` (:mod:`.kinds`; issue 48: the
+style of the backend kinds and the MIA scores). :data:`BACKENDS` and :func:`backend_class` import every module of
+that package (:func:`memlab.plugins.import_all`, in order of module name) before they answer; adding a backend =
+one module there.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import abc
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -20,6 +24,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from memlab.errors import ConfigError, MemlabError
+from memlab.plugins import import_all
 
 FORMAT_VERSION = 1
 
@@ -279,7 +284,31 @@ class TokenIndex(abc.ABC):
 
 # ------------------------------------------------------------------------------------------ registry
 
-BACKENDS: dict[str, type[TokenIndex]] = {}  # backend name → class, in registration order
+KIND_PACKAGE = "memlab.methods.trace.index.kinds"   # every module in it is imported when a backend is looked up
+_CLASSES: dict[str, type[TokenIndex]] = {}           # backend name → class, in registration order
+
+
+class _Backends(Mapping):
+    """Backend name → class, read-only: every read first imports every module of :data:`KIND_PACKAGE` (once per
+    process: :func:`memlab.plugins.import_all`), so a module dropped there is listed without another file edited."""
+
+    def __getitem__(self, name: str) -> type[TokenIndex]:
+        import_all(KIND_PACKAGE)
+        return _CLASSES[name]
+
+    def __iter__(self):
+        import_all(KIND_PACKAGE)
+        return iter(list(_CLASSES))
+
+    def __len__(self) -> int:
+        import_all(KIND_PACKAGE)
+        return len(_CLASSES)
+
+    def __repr__(self) -> str:
+        return f"BACKENDS({dict(self)!r})"
+
+
+BACKENDS: Mapping[str, type[TokenIndex]] = _Backends()
 
 
 def register_backend(cls: type[TokenIndex]) -> type[TokenIndex]:
@@ -287,14 +316,22 @@ def register_backend(cls: type[TokenIndex]) -> type[TokenIndex]:
     name = cls.__dict__.get("name")
     if not isinstance(name, str) or not name:
         raise TypeError(f"index backend {cls.__name__} must declare a class attribute name = \"...\"")
-    if BACKENDS.get(name, cls) is not cls:
-        raise TypeError(f"index backend name {name!r} is taken by {BACKENDS[name].__name__}")
-    BACKENDS[name] = cls
+    known = _CLASSES.get(name, cls)
+    if (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise TypeError(f"index backend name {name!r} is taken by {known.__name__}")
+    _CLASSES[name] = cls
     return cls
+
+
+def unregister_backend(name: str) -> None:
+    """Drop backend ``name`` (tests that add a toy backend undo it)."""
+    _CLASSES.pop(name, None)
 
 
 def backend_class(name: str) -> type[TokenIndex]:
     """The registered class of backend ``name``; an unknown name is one line naming the known ones."""
     if name not in BACKENDS:
+        import_all(KIND_PACKAGE, again=True)   # a module added since the package was imported
+    if name not in _CLASSES:
         raise ConfigError(f"unknown index backend {name!r}; use one of {sorted(BACKENDS)}")
-    return BACKENDS[name]
+    return _CLASSES[name]

@@ -50,7 +50,7 @@ def external_corpus(spec: dict, tokenizer, cache_root: str | Path, n_docs: int, 
     """An existing infini-gram index directory (``spec.infini_gram_dir``, built with ``tokenizer``,
     ``spec.token_dtype`` default u16) plus ``n_docs`` documents sampled from it for prefix prompts."""
     from memlab.data.records import Document
-    from memlab.methods.trace.index import ExternalInfiniGramIndex
+    from memlab.methods.trace.index.kinds.infini_gram import ExternalInfiniGramIndex
 
     index = ExternalInfiniGramIndex(spec["infini_gram_dir"], tokenizer, token_dtype=spec.get("token_dtype", "u16"),
                                     cache_dir=cache_root)

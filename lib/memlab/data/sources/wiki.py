@@ -14,6 +14,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document, head_words
 from memlab.errors import ConfigError, MissingSourceError
 
@@ -36,6 +37,7 @@ def _plain(wikitext: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip()
 
 
+@corpus_loader("wiki")
 def load_wiki(path: str | Path | None = None, markup: str = "plain", min_chars: int = 200,
               max_words: int | None = None) -> list[Document]:
     """Every article of at least ``min_chars`` characters; ``max_words``: only its start

@@ -10,6 +10,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document
 from memlab.errors import MissingSourceError
 
@@ -17,6 +18,7 @@ _SKIP = {"test", "tests", "idle_test", "site-packages", "dist-packages", "idleli
          "__pycache__", "turtledemo", "__phello__"}
 
 
+@corpus_loader("stdlib")
 def load_stdlib(root: str | Path | None = None, min_chars: int = 200) -> list[Document]:
     root = Path(root or sysconfig.get_paths()["stdlib"])
     if not (root / "os.py").is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
 
@@ -22,6 +23,7 @@ def _files(folder: Path) -> list[Path]:
                   if p.is_file() and not p.is_symlink() and p.suffix not in (".dat", ".u8") and p.name not in _SKIP_DIRS)
 
 
+@corpus_loader("fortunes")
 def load_fortunes(lang: str = "en", root: str | Path = ROOT, min_chars: int = 1) -> list[Document]:
     """All entries of the ``lang`` collection, in file order; entries shorter than ``min_chars`` dropped."""
     if lang not in PACKAGES:

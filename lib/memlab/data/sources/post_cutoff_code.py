@@ -25,6 +25,7 @@ from pathlib import Path
 
 from memlab.config import CONF_DIR
 from memlab.data import sdists
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document, unique_docs
 from memlab.data.sdists import DEFAULT_CACHE
 from memlab.errors import ConfigError
@@ -59,6 +60,7 @@ def top_level_units(source: str) -> list[tuple[str, str, str]]:
     return out
 
 
+@corpus_loader("post_cutoff_code")
 def load_post_cutoff_code(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Path = DEFAULT_CACHE,
                           min_words: int | None = None, max_words: int | None = None,
                           download: bool = False) -> list[Document]:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document, head_words
 from memlab.errors import MissingSourceError
 
 ROOT = Path("/usr/share/common-licenses")
 
 
+@corpus_loader("licences")
 def load_licences(root: str | Path = ROOT, max_words: int | None = None) -> list[Document]:
     """Every licence text; ``max_words``: only its start (:func:`~memlab.data.records.head_words`, as EchoTrace-mini
     cuts its copyrighted books)."""

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from memlab.config import CONF_DIR
 from memlab.data import sdists
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document, unique_docs
 from memlab.data.sdists import DEFAULT_CACHE, Pin
 
@@ -139,6 +140,7 @@ def _passage_docs(package: str, version: str, d: date, text: str, min_tokens: in
     return docs
 
 
+@corpus_loader("release_notes")
 def load_release_notes(pins_file: str | Path = DEFAULT_PINS, cache_dir: str | Path = DEFAULT_CACHE,
                        min_date: str | None = None, min_tokens: int | None = None, download: bool = False,
                        debian: bool | None = None, debian_doc: str | Path = DEBIAN_DOC) -> list[Document]:

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document
 from memlab.errors import ConfigError, MissingSourceError
 
@@ -67,6 +68,7 @@ def _verses(bible_cmd: str, data_dir: str | None) -> tuple[tuple[str, int, int, 
     return tuple(out)
 
 
+@corpus_loader("kjv")
 def load_kjv(unit: str = "book", bible_cmd: str = "bible", data_dir: str | None = None) -> list[Document]:
     """The KJV as documents of one ``unit`` ("book" | "chapter" | "verse"), in canonical order.
 

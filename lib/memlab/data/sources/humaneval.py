@@ -11,6 +11,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from memlab.data.corpora import corpus_loader
 from memlab.data.records import Document
 from memlab.errors import MissingSourceError
 
@@ -22,6 +23,7 @@ def default_path() -> Path | None:
     return Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
 
 
+@corpus_loader("humaneval")
 def load_humaneval(path: str | Path | None = None) -> list[Document]:
     path = Path(path) if path else default_path()
     if path is None or not path.is_file():
