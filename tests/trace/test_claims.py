@@ -211,6 +211,15 @@ def test_stages_stable():
 
 
 
+def test_stage_rules_decide_nothing_on_fewer_prompts_than_the_exact_test_needs():
+    """Three prompts with little noise: a bootstrap interval excludes 0 (or fits the margin), but no sign pattern of
+    3 differences reaches p < 0.05 / 3, so neither rule decides (each decides the same shapes on 20 prompts)."""
+    drop, flat = stages([0.8, 0.3, 0.3, 0.3], [0.0, 0.3, 0.3, 0.3], n=3), stages([0.8, 0.3, 0.3, 0.3], [0.0, 0.3, 0.3, 0.3])
+    assert judge("propme_stages_parent_drop", drop).verdict == "inconclusive"
+    assert judge("propme_stages_stable", drop).verdict == "inconclusive"
+    assert judge("propme_stages_parent_drop", flat).verdict == "reproduced"
+    assert judge("propme_stages_stable", flat).verdict == "reproduced"
+
 @pytest.mark.parametrize("experiment, res", [("trace_capability_propensity", capability(0.9, 0.1, 0.2)),
                                              ("trace_stages", stages([0.8, 0.3, 0.3, 0.3], [0, 0.3, 0.3, 0.3]))])
 def test_comparison_table_is_deterministic(experiment, res):

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from memlab.comparison import Check, Claim, Finding, claim_level, combine, decide, full_command, rule, untestable
+from memlab.comparison import (Check, Claim, Finding, claim_level, combine, decide, full_command, guard, rule,
+                               untestable)
 from memlab.metrics.bootstrap import paired_bootstrap, resample_indices
-from memlab.metrics.intervals import expanded_level, mover_contrast, n_to_decide, quantile_ci
+from memlab.metrics.intervals import (expanded_level, mover_contrast, n_to_decide, quantile_ci, sign_flip_min_n,
+                                      sign_flip_p)
 from memlab.metrics.paired import equivalence
 
 METRIC = {"ALS": "longest_span", "FMR": "full_match", "NVR": "nv_recall"}
@@ -220,7 +222,8 @@ def recall_roughly_twice(res, claim: Claim) -> Finding:
     if pm == om == 0:
         return untestable(_setting_tiny(name, g), "no generation recalls anything (NVR 0 in every setting): no ratio",
                           full_command("trace_capability_propensity"))
-    bp, bo = _means(x["prefix"], _seed(res)), _means(x["ordinary"], _seed(res) + 1)
+    seed, n_resamples = _boot(res)
+    bp, bo = _means(x["prefix"], seed, n_resamples), _means(x["ordinary"], seed + 1, n_resamples)
     log_ratio = _log(bp) - _log(bo)   # a mean of 0 counts as 1e-12: a ratio far outside any band, not undefined
     est, units = float(_log(pm) - _log(om)), min(len(x["prefix"]), len(x["ordinary"]))
     lo, hi = _ci(log_ratio, claim_level(claim), units)
@@ -339,7 +342,8 @@ def stages_parent_drop(res, claim: Claim) -> Finding:
     """Hypothesis: corpus A plays Common Pile, stage 0 the parent (Comma), stages >= 1 the continual model; prefix
     NVR on A is lower at every continual stage than at stage 0 ("consistently"): one paired bootstrap interval of
     stage 0 − stage per continual stage, at a Bonferroni level; reproduced iff all lie above 0, contradicted iff
-    one lies below. Our value: stage 0 − final stage."""
+    one lies below, each kept only when the exact sign-flip test of the same prompts agrees (on a few prompts with
+    little noise a bootstrap interval excludes 0 where no sign pattern could). Our value: stage 0 − final stage."""
     st = _stage_pairs(res, "A")
     if st is None or len(st) < 2:
         return untestable("fewer than two stages", "the run has no continual stage", full_command("trace_stages"))
@@ -347,7 +351,9 @@ def stages_parent_drop(res, claim: Claim) -> Finding:
     base = stages[0]
     level = claim_level(claim, len(stages) - 1)
     tests = {s: _paired(st[base], st[s], _boot(res), level) for s in stages[1:]}
-    verdicts = {s: decide(ci) for s, (_, ci) in tests.items()}
+    seed, n_resamples = _boot(res)
+    verdicts = {s: guard(decide(ci), sign_flip_p(np.asarray(st[base]) - np.asarray(st[s]), n_resamples=n_resamples,
+                                                  seed=seed), level) for s, (_, ci) in tests.items()}
     n = len(st[base])
     needs = [n_to_decide(d, ci, n, 0.0) for s, (d, ci) in tests.items() if verdicts[s] == "inconclusive"]
     d, ci = tests[stages[-1]]
@@ -362,8 +368,9 @@ def stages_stable(res, claim: Claim) -> Finding:
     """Hypothesis (equivalence): for both corpora, prefix NVR moves by less than ``threshold`` (0.05, our reading of
     "near-identical") from the first to the last continual stage. Paired bootstrap interval of last − first per
     corpus at 97.5 %: reproduced iff both lie inside ±threshold, contradicted iff one lies wholly outside it,
-    inconclusive otherwise (fewer prompts → wider intervals → inconclusive, never an easier pass). Our value: the
-    larger |last − first|."""
+    inconclusive otherwise (fewer prompts → wider intervals → inconclusive, never an easier pass; fewer prompts than
+    the exact sign-flip test needs at that level decide nothing, however little they move). Our value: the larger
+    |last − first|."""
     out, m = {}, claim.threshold
     for c in ("A", "B"):
         st = _stage_pairs(res, c)
@@ -373,7 +380,8 @@ def stages_stable(res, claim: Claim) -> Finding:
         stages = list(st)[1:]
         out[c] = (*_paired(st[stages[-1]], st[stages[0]], _boot(res), claim_level(claim, 2)), len(st[stages[0]]))
 
-    verdicts = [equivalence(ci, m) for _, ci, _ in out.values()]
+    least = sign_flip_min_n(claim_level(claim, 2))
+    verdicts = [equivalence(ci, m) if n >= least else "inconclusive" for _, ci, n in out.values()]
     big = max(out, key=lambda c: abs(out[c][0]))
     needs = [n_to_decide(abs(d), (abs(d) - (ci[1] - ci[0]) / 2, abs(d) + (ci[1] - ci[0]) / 2), n, m)
              for (d, ci, n), v in zip(out.values(), verdicts) if v == "inconclusive"]
