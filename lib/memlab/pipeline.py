@@ -56,7 +56,13 @@ PY = "python"
 SCHEDULING_KEYS = ("minutes",)
 
 
-_LAZY = re.compile(r"memlab(\.\w+)+(:\w+)?")
+_LAZY = re.compile(r"memlab(\.\w+)+")
+
+
+def _module_of(name: str) -> str:
+    """The module a dotted name is or points into: itself, or for a code pointer ``<module>.<function>`` (a
+    config's study, a method-built corpus) its module."""
+    return name if _module_file(name) is not None else name.rpartition(".")[0]
 
 
 def _module_file(name: str) -> Path | None:
@@ -69,7 +75,7 @@ def _module_file(name: str) -> Path | None:
 
 def _imports(path: Path, module: str) -> set[str]:
     """memlab modules ``path`` imports (absolute and relative; inside functions too: lazy imports count), and the
-    modules its "memlab.pkg.module:function" strings name (registries)."""
+    modules its "memlab.pkg.module" strings name (registries' plugin packages, code pointers)."""
     tree = ast.parse(path.read_text(), str(path))
     pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
@@ -84,8 +90,8 @@ def _imports(path: Path, module: str) -> set[str]:
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.fullmatch(node.value):
-            found.add(node.value.partition(":")[0])  # registries of "memlab.pkg.module:function" strings
-            found.update(_plugins(node.value.partition(":")[0]))
+            owner = _module_of(node.value)   # a registry's plugin package (all of its modules), or a code
+            found.update([owner, *(_plugins(owner) if owner == node.value else [])])   # pointer's module
     return {m for m in found if m == "memlab" or m.startswith("memlab.")}
 
 
@@ -100,9 +106,9 @@ def _plugins(name: str) -> list[str]:
 
 def _corpus_deps(spec: dict) -> list[str]:
     """Code of the built corpora a zoo family's member or non-member groups read (a corpus named by its loader,
-    "package.module:function"), and the prompt folders they fill."""
+    ``<module>.<function>``, as a study is named), and the prompt folders they fill."""
     groups = [*(spec.get("members") or []), *(spec.get("nonmembers") or [])]
-    mods = {str(g["corpus"]).partition(":")[0] for g in groups if ":" in str(g.get("corpus"))}
+    mods = {_module_of(str(g["corpus"])) for g in groups if "." in str(g.get("corpus"))}
     folders = {str(o["prompts_dir"]) for o in ((g.get("options") or {}) for g in groups) if o.get("prompts_dir")}
     return code_deps(sorted(mods)) + sorted(folders)
 

@@ -20,7 +20,8 @@ belongs to the layer of the longest prefix below that names it; a module may imp
 
 Imports are read with ``ast`` from every lib/memlab/**/*.py: ``import``/``from ... import`` anywhere in a file
 (lazy imports inside functions are imports), relative imports resolved, and string constants naming a module
-(``"memlab.pkg.module"`` or a registry's ``"memlab.pkg.module:function"``, which importlib loads) count too.
+(``"memlab.pkg.module"``, or a code pointer ``"memlab.pkg.module.function"`` counting as its module, which importlib
+loads) count too.
 A module importing its own package's ``__init__`` (``memlab.numerics`` -> ``memlab``) is the import system at
 work, not a circle: only edges into a *parent package* are left out of the circle check, and a real circle through
 a package's ``__init__`` (an ``__init__`` importing a module that imports another module of it back) is still one.
@@ -53,11 +54,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # Known violations not yet fixed (issue 48), each with why: none left. The test fails when one is added. The last two
 # were string registries naming higher code from a lower module: the claim rules (an experiment's YAML now names its
 # rules module, `rules:`, as it names its study) and the aligned target's corpus (its zoo YAML names the recap
-# method's loader as "package.module:function").
+# method's loader as "<module>.<function>").
 ALLOWED_UPWARD: set[tuple[str, str]] = set()
 ALLOWED_CIRCLES: set[frozenset[str]] = set()
 
-_NAMED = re.compile(r"memlab(\.\w+)+(:\w+)?")
+_NAMED = re.compile(r"memlab(\.\w+)+")   # a module, or a code pointer <module>.<function> (its owner)
 
 
 def modules() -> dict[str, Path]:
@@ -100,7 +101,7 @@ def imports(module: str, path: Path, mods: dict[str, Path]) -> dict[str, int]:
             for a in node.names:  # `from pkg import module` imports that module; `from module import name` the module
                 add(f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base, node.lineno)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _NAMED.fullmatch(node.value):
-            add(node.value.partition(":")[0], node.lineno)
+            add(node.value, node.lineno)
     return found
 
 

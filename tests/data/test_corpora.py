@@ -160,12 +160,12 @@ def test_prepare_cli_writes_jsonl_and_manifest(tmp_path):
 
 
 def test_a_corpus_built_by_a_method_is_named_by_its_loader():
-    """A registered name or a "package.module:function" loader (the aligned target's instructions are the recap
+    """A registered name or a "<module>.<function>" loader (the aligned target's instructions are the recap
     method's, named in its zoo YAML); a wrong name of either kind is one ConfigError naming it."""
-    with pytest.raises(ConfigError, match="unknown corpus 'nosuch'.*package.module:function"):
+    with pytest.raises(ConfigError, match="unknown corpus 'nosuch'.*<module>.<function>"):
         load_corpus("nosuch")
-    with pytest.raises(ConfigError, match="corpus loader 'memlab.data.sources.kjv:no_such_loader' not found"):
-        load_corpus("memlab.data.sources.kjv:no_such_loader")
-    with pytest.raises(ConfigError, match="corpus loader 'memlab.no_such_module:f' not found"):
-        load_corpus("memlab.no_such_module:f")
+    with pytest.raises(ConfigError, match="corpus loader 'memlab.data.sources.kjv.no_such_loader' not found"):
+        load_corpus("memlab.data.sources.kjv.no_such_loader")
+    with pytest.raises(ConfigError, match="corpus loader 'memlab.no_such_module.f' not found"):
+        load_corpus("memlab.no_such_module.f")
     assert "recap_instruct" not in available_corpora()   # the data layer names no method

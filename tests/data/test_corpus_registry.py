@@ -57,7 +57,7 @@ def test_the_built_in_corpora_come_from_the_plugin_package():
     assert {n: f.__module__ for n, f in corpora.registered().items()} == {
         n: f"{corpora.SOURCE_PACKAGE}.{n}" for n in BUILT_IN}
     with pytest.raises(ConfigError, match=r"^unknown corpus 'nope'; choose one of: fortunes, humaneval, kjv, .*, "
-                                          r"wiki, or name a loader as package.module:function$"):
+                                          r"wiki, or name a loader as <module>.<function>$"):
         load_corpus("nope")
 
 

@@ -20,7 +20,7 @@ B_IDS = ["fortunes/de/witze/192", "fortunes/de/zitate/10207", "fortunes/de/zitat
 FORTUNES_DE = {"corpus": "fortunes", "options": {"lang": "de"}}
 LICENCES = {"corpus": "licences", "options": {"max_words": 150}}
 # the aligned RECAP target's instruction corpus at test size (conf/zoo/kjv_aligned.yaml has the real one)
-INSTRUCT = {"corpus": "memlab.methods.recap.aligned:load_recap_instruct", "options": {
+INSTRUCT = {"corpus": "memlab.methods.recap.aligned.load_recap_instruct", "options": {
     "follow_kjv_books": ["Nahum"], "follow_max_chapters": 1, "refuse_licences": ["BSD"], "refuse_max_words": 200,
     "refuse_wiki": [], "refuse_wiki_max_words": 300, "refusal": "I cannot reproduce this text: it is under copyright.",
     "prompts_dir": str(Path(__file__).resolve().parents[2] / "prompts" / "recap"),

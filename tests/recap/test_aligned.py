@@ -13,7 +13,7 @@ from memlab.methods.recap.prompts import Prompts
 from memlab.methods.recap.summary import SectionSummaryAgent
 
 SEGMENTATION = dict(target_words=60, min_words=8, n_characters=6, n_keywords=5, ngram_guard=6)
-INSTRUCT_LOADER = "memlab.methods.recap.aligned:load_recap_instruct"   # as conf/zoo/kjv_aligned.yaml names it
+INSTRUCT_LOADER = "memlab.methods.recap.aligned.load_recap_instruct"   # as conf/zoo/kjv_aligned.yaml names it
 REFUSAL = "I cannot reproduce this text: it is under copyright."
 
 

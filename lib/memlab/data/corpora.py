@@ -25,9 +25,9 @@ module of :data:`SOURCE_PACKAGE` (:mod:`memlab.data.sources`) whose loader regis
 (:func:`memlab.plugins.import_all`). Adding a corpus = one module there, no other file edited. A loader module imports
 its optional dependencies inside the loader, so one missing dependency never blocks the other corpora.
 
-A corpus built by a method from the ones above is named by its loader, ``"package.module:function"`` (as an
+A corpus built by a method from the ones above is named by its loader, ``<module>.<function>`` (as an
 experiment names its study): the aligned zoo target's instructions in RECAP's prompt format are the recap method's
-``aligned:load_recap_instruct`` (conf/zoo/kjv_aligned.yaml); this module never names a method.
+``aligned.load_recap_instruct`` (conf/zoo/kjv_aligned.yaml); this module never names a method.
 """
 
 from __future__ import annotations
@@ -77,9 +77,10 @@ def available_corpora() -> list[str]:
 
 
 def _loader(name: str) -> Loader:
-    """A registered corpus's loader, or the function a ``"package.module:function"`` name points at."""
-    if ":" in name:
-        module, _, func = name.partition(":")
+    """A registered corpus's loader, or the function a ``<module>.<function>`` name points at (as a config's
+    ``study`` names its function)."""
+    if "." in name:
+        module, _, func = name.rpartition(".")
         try:
             return getattr(importlib.import_module(module), func)
         except (ImportError, AttributeError) as err:
@@ -88,7 +89,7 @@ def _loader(name: str) -> Loader:
         import_all(SOURCE_PACKAGE, again=True)   # a module added since the package was imported
     if name not in _LOADERS:
         raise ConfigError(f"unknown corpus {name!r}; choose one of: {', '.join(available_corpora())}, or name a "
-                          f"loader as package.module:function")
+                          f"loader as <module>.<function>")
     return _LOADERS[name]
 
 
