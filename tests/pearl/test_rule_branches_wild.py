@@ -228,7 +228,9 @@ def test_code_over_unseen_reproduced_from_ci71():
     t = _wild(_lift(scores, mask, 0.3)).tables["flagged_counts_fixed_thresholds"]
     he = t[(t.task_kind == "completion") & (t.source == "humaneval")]
     assert f.our_value == pytest.approx(he["flagged_sensitivity>0.14"].sum() / he.n.sum()) and f.our_n == 10
-    assert f.our_value >= 16 / 20 and "smollm2-135m-instruct: HumanEval − post_cutoff_code +0.80" in f.reason
+    assert f.our_value == pytest.approx(16 / 20)   # gemma's 2 flagged HumanEval documents are among its first 8
+    assert "gemma-3-270m: HumanEval − post_cutoff_code +0.70 [+0.20, +0.87]" in f.reason
+    assert "smollm2-135m-instruct: HumanEval − post_cutoff_code +0.80 [+0.31, +0.95]" in f.reason, f.reason
 
 
 def test_code_over_unseen_contradicted_from_ci71():
@@ -244,7 +246,19 @@ def test_code_over_unseen_contradicted_from_ci71():
     f = _judge("pearl_wild_code_over_unseen", res)
     assert f.verdict == "contradicted", f.reason
     assert f.our_value == pytest.approx(2 / 20) and f.our_n == 10
-    assert "gemma-3-270m: HumanEval − post_cutoff_code -0." in f.reason, f.reason
+    assert "gemma-3-270m: HumanEval − post_cutoff_code -0.70 [-0.87, -0.20]" in f.reason
+    assert "smollm2-135m-instruct: HumanEval − post_cutoff_code +0.00 [-0.33, +0.33]" in f.reason, f.reason
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="defect reported, not fixed here (lib/ is not ours to "
+                   "edit): with params.tasks=[summarization] (the schema allows it) pearl_wild_code_over_unseen finds "
+                   "no completion rows and combine([]) raises, where pearl_wild_task_dependence says not testable")
+def test_code_over_unseen_without_completion_is_not_testable():
+    """ci71's rows of the summarization task alone: what pearl_wild writes with params.tasks=[summarization]."""
+    scores = _wild_scores()
+    res = _wild(scores[scores.task_kind == "summarization"])
+    assert _judge("pearl_wild_task_dependence", res).verdict == "not testable here"
+    assert _judge("pearl_wild_code_over_unseen", res).verdict == "not testable here"
 
 
 # -- pearl_acr_overlap: pearl_epochs' scores and ACR rows of the first documents of each split ----------------
