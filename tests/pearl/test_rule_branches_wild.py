@@ -250,9 +250,6 @@ def test_code_over_unseen_contradicted_from_ci71():
     assert "smollm2-135m-instruct: HumanEval − post_cutoff_code +0.00 [-0.33, +0.33]" in f.reason, f.reason
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="defect reported, not fixed here (lib/ is not ours to "
-                   "edit): with params.tasks=[summarization] (the schema allows it) pearl_wild_code_over_unseen finds "
-                   "no completion rows and combine([]) raises, where pearl_wild_task_dependence says not testable")
 def test_code_over_unseen_without_completion_is_not_testable():
     """ci71's rows of the summarization task alone: what pearl_wild writes with params.tasks=[summarization]."""
     scores = _wild_scores()

@@ -323,20 +323,24 @@ def code_over_unseen(res, c: Claim) -> Finding:
     unseen = mw[mw.source == "humaneval"].unseen_source.iloc[0]
     comp = t[t.task_kind == "completion"].set_index(["model", "source"])
     models = sorted({m for m, s in comp.index if s == "humaneval"})
+    if not models:   # params.tasks without completion: the claim is about completion
+        return untestable("no completion of HumanEval", "the run did not complete code (params.tasks)",
+                          full_command("pearl_wild"))
     level = claim_level(c, len(models))
     out = {m: mover_contrast(int(comp.loc[(m, "humaneval"), col]), int(comp.loc[(m, "humaneval"), "n"]),
                              int(comp.loc[(m, unseen), col]), int(comp.loc[(m, unseen), "n"]), level=level)
            for m in models}
     k = int(sum(comp.loc[(m, "humaneval"), col] for m in models))
     n = int(sum(comp.loc[(m, "humaneval"), "n"] for m in models))
-    worst = min(out, key=lambda m: out[m][0])
+    verdicts = {m: decide((lo, hi)) for m, (_, lo, hi) in out.items()}
+    worst = min(out, key=lambda m: out[m][0])   # every model must show it: the smallest difference binds (at 0: no n)
     return Finding(k / n, wilson(k, n), f"{', '.join(models)}; completion, {col.split('>')[1]}",
-                   combine([decide((lo, hi)) for _, lo, hi in out.values()]),
+                   combine(list(verdicts.values())),
                    "; ".join(f"{m}: HumanEval − {unseen} {e:+.2f} [{lo:+.2f}, {hi:+.2f}]" for m, (e, lo, hi) in out.items()),
                    statistic="share of HumanEval flagged, all models (Wilson 95 %); decided per model on HumanEval − "
                    "post-cutoff code; n = documents per source and model", our_n=n // len(models),
                    n_needed=n_to_decide(out[worst][0], out[worst][1:], n // len(models), 0.0)
-                   if combine([decide((lo, hi)) for _, lo, hi in out.values()]) == "inconclusive" else None)
+                   if combine(list(verdicts.values())) == "inconclusive" else None)
 
 
 @rule("pearl_wild_task_dependence")
