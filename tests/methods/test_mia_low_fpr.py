@@ -75,9 +75,12 @@ def test_study_end_to_end_on_a_micro_family(micro_zoo, tmp_path):
     # p_z at T = 1 without truncation = the model's own log-probs of the suffix given the prefix
     fam = catalog.family("child")
     with catalog.checkpoint("child", "xs", "final") as b:
-        ids = [list(b.tokenizer(d.text)["input_ids"])[:16] for d in fam.members + fam.nonmembers]
-        lp = [np.sum(ts.logprobs[8:]) for ts in b.score_token_ids(ids)]
+        ids = [list(b.tokenizer(d.text)["input_ids"]) for d in fam.members + fam.nonmembers]
+        lp = [np.sum(ts.logprobs[8:]) for ts in b.score_token_ids([i[:16] for i in ids])]
+        scored = b.score_token_ids([i[:48] for i in ids])     # the MIA scores read the first score_tokens tokens
     assert np.allclose(df.log_p_z, lp, atol=1e-4)
+    assert np.allclose(df.loss_target, [-np.mean(ts.logprobs[1:]) for ts in scored])
+    assert df.loss_target.nunique() == len(df)
     assert (df.log_p_z_greedy.isin([0.0, -np.inf])).all() and df.greedy.tolist() == (df.log_p_z_greedy == 0).astype(
         int).tolist()
     # extraction table: one row per split x n, the sampler in every row, shares monotone in n

@@ -1,7 +1,7 @@
 """Low-FPR membership inference and probabilistic extraction on a zoo family (issue 51): experiment ``mia_low_fpr``.
 
 On one checkpoint of a zoo family whose members and non-members are exact (``params.family``, e.g. conf/zoo/
-kjv_halves.yaml: 510 + 563 KJV chapters), with the family's pre-fine-tuning model (epoch 0 = ``init_from``) as the
+kjv_verses.yaml: 510 + 2999 KJV verses), with the family's pre-fine-tuning model (epoch 0 = ``init_from``) as the
 reference model:
 
 1. **Scores.** Every document's first ``score_tokens`` tokens are scored by both models (teacher forcing); every
@@ -71,16 +71,16 @@ class LowFprParams:
     batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
 
 
-def _ids(backend, docs, n_tokens: int, what: str) -> list[list[int]]:
-    """The first ``n_tokens`` token ids of each document, tokenized as the backend's scoring does (its own special
-    tokens, ``score_bos: tokenizer``); a document shorter than that is refused in one line."""
+def _ids(backend, docs, keep: int, need: int, what: str) -> list[list[int]]:
+    """The first ``keep`` token ids of each document, tokenized as the backend's scoring does (its own special
+    tokens, ``score_bos: tokenizer``); a document of fewer than ``need`` tokens is refused in one line."""
     tok = backend.tokenizer
     out = []
     for d in docs:
         ids = list(tok(d.text)["input_ids"])
-        if len(ids) < n_tokens:
-            raise ConfigError(f"{d.id} has {len(ids)} tokens; {what} needs {n_tokens}")
-        out.append(ids[:n_tokens])
+        if len(ids) < need:
+            raise ConfigError(f"{d.id} has {len(ids)} tokens; {what} needs {need}")
+        out.append(ids[:keep])
     return out
 
 
@@ -90,7 +90,7 @@ def _scored(backend, docs, p: LowFprParams) -> tuple[list[dict], list[float]]:
 
     if getattr(backend, "score_bos", "tokenizer") != "tokenizer":
         raise ConfigError("mia_low_fpr scores token ids as the tokenizer makes them: use score_bos: tokenizer")
-    ids = [ids[:p.score_tokens] for ids in _ids(backend, docs, 2, "scoring")]
+    ids = _ids(backend, docs, p.score_tokens, 2, "scoring")
     scored = backend.score_token_ids(ids)
     texts = [backend.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
     settings = {"min_k": p.min_k}
@@ -119,7 +119,8 @@ def score_frame(catalog, p: LowFprParams, seed: int):
         raise ConfigError(f"zoo family {p.family!r} needs members and non-members")
     with catalog.checkpoint(p.family, p.size, p.epoch) as target:
         scores, loss_t = _scored(target, docs, p)
-        window = _ids(target, docs, p.prefix_tokens + p.suffix_tokens, "the prefix/suffix pair")
+        n_pair = p.prefix_tokens + p.suffix_tokens
+        window = _ids(target, docs, n_pair, n_pair, "the prefix/suffix pair")
         pairs = [(w[:p.prefix_tokens], w[p.prefix_tokens:]) for w in window]
         lpz, lpz_greedy = _log_p_z(target, pairs, p, False), _log_p_z(target, pairs, p, True)
     with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
