@@ -16,6 +16,9 @@ TRAIN = {"seq_len": 64, "batch_size": 8, "lr": 1e-2, "warmup_steps": 2, "seed": 
 PSALMS_IN = ["kjv/chapter/Psalms/23", "kjv/chapter/Psalms/24", "kjv/chapter/Psalms/121"]
 PSALMS_OUT = ["kjv/chapter/Psalms/1", "kjv/chapter/Psalms/3", "kjv/chapter/Psalms/4"]
 A_IDS = ["kjv/chapter/2_Samuel/19", "kjv/chapter/Numbers/33"]
+VERSES = {"corpus": "kjv", "options": {"unit": "verse"}}
+VERSES_IN = ["kjv/verse/Ruth/1/1", "kjv/verse/Ruth/2/2", "kjv/verse/Ruth/3/3", "kjv/verse/Ruth/4/4"]
+VERSES_OUT = ["kjv/verse/Jonah/1/3", "kjv/verse/Jonah/1/5", "kjv/verse/Jonah/3/7", "kjv/verse/Jonah/4/2"]
 B_IDS = ["fortunes/de/witze/192", "fortunes/de/zitate/10207", "fortunes/de/zitate/2350", "fortunes/de/zitate/3271"]
 FORTUNES_DE = {"corpus": "fortunes", "options": {"lang": "de"}}
 LICENCES = {"corpus": "licences", "options": {"max_words": 150}}
@@ -46,6 +49,9 @@ FAMILIES = [
     _family("pearl_base", [{**KJV, "ids": PSALMS_IN}], [{**KJV, "ids": PSALMS_OUT}], epochs=1, sizes={"m": TINY}),
     _family("pearl", [{**KJV, "ids": PSALMS_IN}], [{**KJV, "ids": PSALMS_OUT}], epochs=2,
             init_from={"family": "pearl_base", "epoch": "final"}),
+    # the low-FPR membership set at test size: verses, continued from pearl_base's m (its reference model)
+    _family("kjv_verses", [{**VERSES, "ids": VERSES_IN}], [{**VERSES, "ids": VERSES_OUT}], epochs=2,
+            init_from={"family": "pearl_base", "epoch": "final", "size": "m"}, sizes={"s": TINY}),
     _family("stages", [{**KJV, "ids": A_IDS}], [{**FORTUNES_DE, "ids": B_IDS}], epochs=1, sizes={"s": TINY},
             train_on="all"),
     *[_family(f"stages_s{k}", [{**FORTUNES_DE, "ids": B_IDS}, {**KJV, "ids": A_IDS, "weight": 0.5}], [], epochs=1,
@@ -62,6 +68,7 @@ RECAP_TEST = SMOKE + ["~method.targets.SmolLM2-135M-Instruct", "~method.targets.
 CASES = {
     # the test zoo's kjv trains 2 epochs: a point at each
     "memorization_curve": (SMOKE + ["params.epoch_every=1"], ["continuation_rate"]),
+    "mia_low_fpr": (SMOKE, ["scores", "low_fpr", "extraction"]),
     "pearl_calibration": (SMOKE, ["input_similarity_by_level", "pearl_scores", "fpr_vs_threshold",
                                   "alpha_at_target_fpr"]),
     "pearl_epochs": (SMOKE, ["pearl_scores", "flagged_share_by_epoch", "acr_scores"]),

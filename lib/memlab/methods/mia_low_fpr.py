@@ -1,0 +1,252 @@
+"""Low-FPR membership inference and probabilistic extraction on a zoo family (issue 51): experiment ``mia_low_fpr``.
+
+On one checkpoint of a zoo family whose members and non-members are exact (``params.family``, e.g. conf/zoo/
+kjv_verses.yaml: 510 + 2999 KJV verses), with the family's pre-fine-tuning model (epoch 0 = ``init_from``) as the
+reference model:
+
+1. **Scores.** Every document's first ``score_tokens`` tokens are scored by both models (teacher forcing); every
+   registered MIA score of the target (:func:`memlab.metrics.mia.member_scores`: loss, perplexity, zlib, Min-K%,
+   Min-K%++ and any plug-in score) plus the two reference attacks (Carlini et al. 2021 / Mireshghallah et al. 2022):
+   ``ref_loss_difference`` = loss_reference − loss_target and ``ref_loss_ratio`` = −loss_target / loss_reference —
+   both oriented higher = member, as every column of the ``scores`` table.
+2. **Low-FPR table** (``low_fpr``, :mod:`memlab.metrics.low_fpr`). The non-members are split once into a calibration
+   half and an evaluation half (the first ⌊n/2⌋ of ``np.random.default_rng(seed).permutation(n)``, the run's
+   ``seed``); each attack's threshold is fitted on the calibration half at each ``target_fprs`` and read on all
+   members (TPR) and on the evaluation half (FPR), each with an exact Clopper–Pearson interval at ``level``;
+   ``resolvable`` says whether the calibration half can show an FPR above 0 and ≤ the target at all. AUC (members
+   vs all non-members) with a stratified percentile bootstrap interval (``n_resamples``, seeded with ``seed``).
+3. **ROC figure** ``roc_low_fpr``: every attack, members vs all non-members, log-log axes (:func:`memlab.plots.
+   roc_low_fpr`).
+4. **Extraction.** Per document the pair (its first ``prefix_tokens`` tokens, the next ``suffix_tokens``): log p_z
+   under the configured sampler (``sampler``: temperature, top_k, top_p; :func:`memlab.metrics.extraction_probability.
+   log_p_z`) and greedy extraction = p_z under the greedy sampler is 1 (T = 0: every suffix token is the argmax given
+   the prefix and the suffix before it, which is exactly "greedy decoding reproduces the suffix"). Table
+   ``extraction``: per split and n in ``ns``, the (n, p)-discoverable share (p = ``discoverable_p``) beside the greedy
+   extraction rate, with exact intervals; every row states the sampler. Figure ``extraction_vs_n``.
+
+Every number comes from ``params`` (:class:`LowFprParams`) and the run's ``seed``; nothing is defaulted here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from memlab.errors import ConfigError
+from memlab.results import StudyResult
+from memlab.schema import check
+from memlab.study_run import StudyRun
+
+REFERENCE_ATTACKS = ("ref_loss_difference", "ref_loss_ratio")
+
+
+@dataclass(frozen=True)
+class Sampler:
+    temperature: float = field(metadata=check(gt=0))   # > 0: a sampler (greedy is reported beside it)
+    top_k: int | None = field(metadata=check(ge=1))     # None = off (HF's generate(do_sample=True) default is 50)
+    top_p: float | None = field(metadata=check(gt=0, le=1))  # None = off
+
+    def label(self) -> str:
+        return f"T={self.temperature:g}, top_k={self.top_k}, top_p={self.top_p}"
+
+
+@dataclass(frozen=True)
+class LowFprParams:
+    """``params`` of ``experiment=mia_low_fpr`` (values in conf/experiment/mia_low_fpr.yaml only)."""
+
+    family: str                       # a zoo family continued from a parent (init_from): the parent is the reference
+    size: str
+    epoch: int | str                  # the target checkpoint: an epoch or "final"
+    score_tokens: int = field(metadata=check(ge=2))     # tokens of each document the MIA scores read (from its start)
+    min_k: float = field(metadata=check(gt=0, le=1))    # k of Min-K% / Min-K%++
+    target_fprs: list[float] = field(metadata=check(gt=0, lt=1, nonempty=True))
+    level: float = field(metadata=check(gt=0, lt=1))    # exact (Clopper-Pearson) and bootstrap interval level
+    n_resamples: int = field(metadata=check(ge=2))      # bootstrap resamples of the AUC interval
+    prefix_tokens: int = field(metadata=check(ge=1))
+    suffix_tokens: int = field(metadata=check(ge=1))
+    sampler: Sampler
+    ns: list[int] = field(metadata=check(ge=1, nonempty=True))   # the grid of n of (n, p)-discoverability
+    discoverable_p: float = field(metadata=check(gt=0, le=1))
+    batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
+
+
+def _ids(backend, docs, keep: int, need: int, what: str) -> list[list[int]]:
+    """The first ``keep`` token ids of each document, tokenized as the backend's scoring does (its own special
+    tokens, ``score_bos: tokenizer``); a document of fewer than ``need`` tokens is refused in one line."""
+    tok = backend.tokenizer
+    out = []
+    for d in docs:
+        ids = list(tok(d.text)["input_ids"])
+        if len(ids) < need:
+            raise ConfigError(f"{d.id} has {len(ids)} tokens; {what} needs {need}")
+        out.append(ids[:keep])
+    return out
+
+
+def _scored(backend, docs, p: LowFprParams) -> tuple[list[dict], list[float]]:
+    """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, and its loss."""
+    from memlab.metrics.mia import loss, member_scores
+
+    if getattr(backend, "score_bos", "tokenizer") != "tokenizer":
+        raise ConfigError("mia_low_fpr scores token ids as the tokenizer makes them: use score_bos: tokenizer")
+    ids = _ids(backend, docs, p.score_tokens, 2, "scoring")
+    scored = backend.score_token_ids(ids)
+    texts = [backend.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
+    settings = {"min_k": p.min_k}
+    return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored])
+
+
+def _log_p_z(backend, pairs, p: LowFprParams, greedy: bool) -> np.ndarray:
+    from memlab.metrics.extraction_probability import log_p_z
+
+    s = p.sampler
+    kw = ({"temperature": 0.0, "top_k": None, "top_p": None} if greedy else
+          {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p})
+    return log_p_z(backend.model, pairs, batch_size=p.batch_size, pad_token_id=backend.pad_token_id, **kw)
+
+
+def score_frame(catalog, p: LowFprParams, seed: int):
+    """One row per document: split, non-member half, every attack's score (higher = member), both losses, log p_z
+    under the sampler and under greedy decoding, and greedy extraction (0/1)."""
+    import pandas as pd
+
+    fam = catalog.family(p.family)
+    if fam.recipe.init_from is None:
+        raise ConfigError(f"params.family {p.family!r} has no init_from: the reference attacks need its parent model")
+    docs = list(fam.members) + list(fam.nonmembers)
+    if not fam.members or not fam.nonmembers:
+        raise ConfigError(f"zoo family {p.family!r} needs members and non-members")
+    with catalog.checkpoint(p.family, p.size, p.epoch) as target:
+        scores, loss_t = _scored(target, docs, p)
+        n_pair = p.prefix_tokens + p.suffix_tokens
+        window = _ids(target, docs, n_pair, n_pair, "the prefix/suffix pair")
+        pairs = [(w[:p.prefix_tokens], w[p.prefix_tokens:]) for w in window]
+        lpz, lpz_greedy = _log_p_z(target, pairs, p, False), _log_p_z(target, pairs, p, True)
+    with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
+        _, loss_r = _scored(reference, docs, p)
+    n_non = len(fam.nonmembers)
+    cal = set(np.random.default_rng(seed).permutation(n_non)[:n_non // 2].tolist())
+    rows = []
+    for k, d in enumerate(docs):
+        member = k < len(fam.members)
+        half = "member" if member else ("calibration" if (k - len(fam.members)) in cal else "evaluation")
+        rows.append({"doc_id": d.id, "split": "member" if member else "nonmember", "half": half,
+                     **{s: (np.nan if v is None else v) for s, v in scores[k].items()},
+                     "ref_loss_difference": loss_r[k] - loss_t[k], "ref_loss_ratio": -loss_t[k] / loss_r[k],
+                     "loss_target": loss_t[k], "loss_reference": loss_r[k],
+                     "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})
+    return pd.DataFrame(rows)
+
+
+def attacks(df) -> list[str]:
+    """Every registered MIA score the backend could compute, then the reference attacks."""
+    from memlab.metrics.mia import score_names
+
+    return [s for s in score_names() if df[s].notna().all()] + list(REFERENCE_ATTACKS)
+
+
+def low_fpr_table(df, p: LowFprParams, seed: int):
+    """One row per attack x target FPR: threshold on the calibration half, TPR on the members and FPR on the evaluation
+    half with exact intervals, resolvability, AUC (members vs all non-members) with its bootstrap interval."""
+    import pandas as pd
+
+    from memlab.metrics.low_fpr import auc_with_interval, tpr_at_fpr_held_out
+
+    mem, non = df[df.split == "member"], df[df.split == "nonmember"]
+    cal_idx = np.flatnonzero((non.half == "calibration").to_numpy())
+    rows = []
+    for a in attacks(df):
+        auc = auc_with_interval(mem[a].to_numpy(), non[a].to_numpy(), n_resamples=p.n_resamples, seed=seed,
+                                level=p.level)
+        for t in p.target_fprs:
+            op = tpr_at_fpr_held_out(mem[a].to_numpy(), non[a].to_numpy(), t, calibration=cal_idx, seed=None,
+                                     level=p.level)
+            rows.append({"attack": a, "target_fpr": t, "threshold": op.threshold,
+                         "tpr": op.tpr, "tpr_ci_low": op.tpr_ci[0], "tpr_ci_high": op.tpr_ci[1], "tp": op.tp,
+                         "n_members": op.n_members, "fpr_evaluation": op.fpr, "fpr_ci_low": op.fpr_ci[0],
+                         "fpr_ci_high": op.fpr_ci[1], "fp_evaluation": op.fp, "n_evaluation": op.n_nonmembers,
+                         "n_calibration": op.n_calibration, "resolvable": op.resolvable, "min_fpr": op.min_fpr,
+                         "auc": auc.estimate, "auc_ci_low": auc.ci_low, "auc_ci_high": auc.ci_high,
+                         "n_nonmembers_auc": len(non), "level": p.level})
+    return pd.DataFrame(rows)
+
+
+def extraction_table(df, p: LowFprParams):
+    """Per split and n: the (n, p)-discoverable share under the sampler beside the greedy extraction rate, exact
+    intervals for both; every row names the sampler and the pair."""
+    import pandas as pd
+
+    from memlab.metrics.extraction_probability import discoverable_rate
+    from memlab.metrics.intervals import clopper_pearson
+
+    rows = []
+    for split, g in df.groupby("split", sort=False):
+        pz = np.exp(g.log_p_z.to_numpy())
+        greedy = int(g.greedy.sum())
+        for n in p.ns:
+            k = int(np.sum(discoverable_rate(pz, n) >= p.discoverable_p))
+            lo, hi = clopper_pearson(k, len(g), p.level)
+            glo, ghi = clopper_pearson(greedy, len(g), p.level)
+            rows.append({"split": split, "sampler": p.sampler.label(), "temperature": p.sampler.temperature,
+                         "top_k": p.sampler.top_k, "top_p": p.sampler.top_p, "prefix_tokens": p.prefix_tokens,
+                         "suffix_tokens": p.suffix_tokens, "n": int(n), "p": p.discoverable_p, "n_docs": len(g),
+                         "discoverable": k, "discoverable_share": k / len(g), "discoverable_ci_low": lo,
+                         "discoverable_ci_high": hi, "greedy_extracted": greedy, "greedy_rate": greedy / len(g),
+                         "greedy_ci_low": glo, "greedy_ci_high": ghi, "median_log10_p_z": float(
+                             np.median(g.log_p_z.to_numpy()) / np.log(10)), "level": p.level})
+    return pd.DataFrame(rows)
+
+
+def extraction_figure(ext, p: LowFprParams):
+    """(n, p)-discoverable share vs n per split (bands: exact intervals), greedy extraction rate as dashed lines."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    for k, (split, g) in enumerate(ext.groupby("split", sort=False)):
+        c = f"C{k}"
+        ax.plot(g.n, g.discoverable_share, marker="o", c=c, label=f"{split}: (n, {p.discoverable_p:g})-discoverable")
+        ax.fill_between(g.n, g.discoverable_ci_low, g.discoverable_ci_high, color=c, alpha=0.15, lw=0)
+        ax.axhline(g.greedy_rate.iloc[0], c=c, ls="--", lw=1, label=f"{split}: greedy extraction")
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("n (samples drawn)")
+    ax.set_ylabel("share of documents")
+    ax.set_title(f"{p.family}/{p.size}: {p.prefix_tokens} → {p.suffix_tokens} tokens, {p.sampler.label()}", fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
+    """The mia_low_fpr experiment (module docstring): tables ``scores``, ``low_fpr``, ``extraction``; figures
+    ``roc_low_fpr``, ``extraction_vs_n``; headline metrics."""
+    from memlab.metrics.low_fpr import roc_curve
+    from memlab.plots import roc_low_fpr
+
+    p, res = params, StudyResult()
+    df = score_frame(run.catalog, p, run.seed)
+    res.table("scores", df, show=False)
+    table = res.table("low_fpr", low_fpr_table(df, p, run.seed))
+    mem, non = df[df.split == "member"], df[df.split == "nonmember"]
+    curves = {a: roc_curve(mem[a].to_numpy(), non[a].to_numpy()) for a in attacks(df)}
+    fig = roc_low_fpr(curves, n_members=len(mem), n_nonmembers=len(non), marks=list(p.target_fprs))
+    res.figure("roc_low_fpr", fig, caption=(
+        f"ROC of every attack on {p.family}/{p.size} (epoch {p.epoch}), {len(mem)} members vs {len(non)} "
+        f"non-members, log-log axes; dotted: FPR {', '.join(f'{t:g}' for t in p.target_fprs)}. Reference attacks "
+        f"compare with the family's parent model (epoch 0). TPR at those FPRs with exact intervals, thresholds fitted "
+        f"on a calibration half of the non-members: table low_fpr."))
+    ext = res.table("extraction", extraction_table(df, p))
+    res.figure("extraction_vs_n", extraction_figure(ext, p), caption=(
+        f"Share of documents whose {p.suffix_tokens}-token suffix after their first {p.prefix_tokens} tokens is "
+        f"(n, {p.discoverable_p:g})-discoverable under the sampler {p.sampler.label()} (exact p_z), members vs "
+        f"non-members; dashed: greedy extraction rate; bands: exact {p.level:g} intervals."))
+    for r in table.itertuples():
+        key = f"{r.attack}/fpr_{r.target_fpr:g}"
+        res.metric(**{f"{key}/tpr": r.tpr, f"{key}/tpr_ci_low": r.tpr_ci_low, f"{key}/tpr_ci_high": r.tpr_ci_high,
+                      f"{key}/fpr_evaluation": r.fpr_evaluation})
+    res.metric(**{f"{r.attack}/auc": r.auc for r in table.drop_duplicates("attack").itertuples()})
+    for r in ext.itertuples():
+        res.metric(**{f"{r.split}/discoverable_n{r.n}": r.discoverable_share, f"{r.split}/greedy_rate": r.greedy_rate})
+    res.metric(n_members=len(mem), n_nonmembers=len(non))
+    return res
