@@ -102,7 +102,7 @@ def test_stage_metrics_draws_the_papers_prefix_als_on_the_als_panels_only():
     scores = pd.DataFrame(rows)
     summary = (scores.groupby(["corpus", "stage", "setting"])
                .agg(ALS=("longest_span", "mean"), FMR=("full_match", "mean"), NVR=("nv_recall", "mean")).reset_index())
-    fig = T.stage_metrics(summary, scores, paper_mark("propme_t1_als"), 32, seed=0)
+    fig = T.stage_metrics(summary, scores, paper_mark("propme_t1_als"), 32, seed=0, n_resamples=1000)
     axes = np.asarray(fig.axes).reshape(2, 3)
     for row in axes:
         assert dotted_at(row[0]) == [pytest.approx(conf_value("propme_t1_als"))]
@@ -186,7 +186,7 @@ def test_stage_metrics_nvr_bars_stay_within_0_1():
     scores = pd.DataFrame(rows)
     summary = (scores.groupby(["corpus", "stage", "setting"])
                .agg(ALS=("longest_span", "mean"), FMR=("full_match", "mean"), NVR=("nv_recall", "mean")).reset_index())
-    fig = T.stage_metrics(summary, scores, seed=0)
+    fig = T.stage_metrics(summary, scores, seed=0, n_resamples=1000)
     nvr = [ax for ax in fig.axes if ax.get_title().endswith("NVR")]
     assert nvr and all(s[:, 1].min() >= 0 for ax in nvr for c in ax.collections for s in c.get_segments())
     assert "percentile bootstrap for NVR" in fig.get_label()
