@@ -10,6 +10,7 @@ Trained for 40 epochs: members reach ~50 % exact 32-token greedy continuation, n
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 import sys
 from dataclasses import dataclass
@@ -57,6 +58,28 @@ class MicroFamily:
     members: list  # list[Document], split="member"
     nonmembers: list  # list[Document], split="nonmember"
     model_cfg: dict  # keys of conf/model/tiny-neox.yaml; path = final_dir
+
+
+@pytest.fixture
+def drop_in_plugin(tmp_path, monkeypatch):
+    """A toy module dropped into a plugin package (memlab.plugins.import_all): ``drop(package, name, source, undo)``
+    writes ``source`` as module ``name`` into a folder added to the package's path; after the test ``undo`` (the
+    registry's unregister) runs and the module is forgotten, so the registry and the package are as before."""
+    dropped = []
+
+    def drop(package_name: str, name: str, source: str, undo) -> str:
+        folder = tmp_path / package_name.rpartition(".")[2]
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.py").write_text(source)
+        package = importlib.import_module(package_name)
+        monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+        dropped.append((undo, f"{package_name}.{name}"))
+        return name
+
+    yield drop
+    for undo, module in dropped:
+        undo()
+        sys.modules.pop(module, None)
 
 
 @pytest.fixture(scope="session")

@@ -41,15 +41,9 @@ BUILT_IN = ["fortunes", "humaneval", "kjv", "licences", "post_cutoff_code", "rel
 
 
 @pytest.fixture
-def toy_corpus(tmp_path, monkeypatch):
+def toy_corpus(drop_in_plugin):
     """The toy module in a folder added to the loaders' package path, as if dropped into it."""
-    (tmp_path / "sources").mkdir()
-    (tmp_path / "sources" / f"{TOY}.py").write_text(TOY_MODULE)
-    package = importlib.import_module(corpora.SOURCE_PACKAGE)
-    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path / "sources")])
-    yield TOY
-    corpora.unregister(TOY)
-    sys.modules.pop(f"{corpora.SOURCE_PACKAGE}.{TOY}", None)
+    return drop_in_plugin(corpora.SOURCE_PACKAGE, TOY, TOY_MODULE, lambda: corpora.unregister(TOY))
 
 
 def test_the_built_in_corpora_come_from_the_plugin_package():

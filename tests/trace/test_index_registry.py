@@ -5,7 +5,6 @@ SimpleTrace's validation over it agrees with the suffix array's. Afterwards the 
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import numpy as np
@@ -62,16 +61,10 @@ class ToyScanIndex(TokenIndex):
 
 
 @pytest.fixture
-def toy_backend(tmp_path, monkeypatch):
+def toy_backend(drop_in_plugin):
     """The toy module in a folder added to the backends' package path, as if dropped into it; afterwards the
     registry and the package are as before."""
-    (tmp_path / "kinds").mkdir()
-    (tmp_path / "kinds" / f"{TOY}.py").write_text(TOY_MODULE)
-    package = importlib.import_module(index_base.KIND_PACKAGE)
-    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path / "kinds")])
-    yield TOY
-    index_base.unregister_backend(TOY)
-    sys.modules.pop(f"{index_base.KIND_PACKAGE}.{TOY}", None)
+    return drop_in_plugin(index_base.KIND_PACKAGE, TOY, TOY_MODULE, lambda: index_base.unregister_backend(TOY))
 
 
 def test_the_built_in_backends_come_from_the_plugin_package():

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from memlab.methods.trace.index.base import Occurrences, TokenIndex, register_backend, token_dtype_for
+from memlab.methods.trace.index.base import Occurrences, TokenIndex, register_backend
 
 _SA_FILES = ("tokens.npy", "sa.npy", "isa.npy", "lcp.npy", "unigram.npy", "doc_starts.npy",
              "texts.bin", "text_offsets.npy", "ids.json")
