@@ -210,7 +210,7 @@ def _tables_side_by_side(index_dir: Path, work: Path) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     from memlab.methods.trace.index.corpus_stream import available_cores
-    from memlab.methods.trace.index.infini_gram import write_table
+    from memlab.methods.trace.index.kinds.infini_gram import write_table
 
     meta = json.loads((index_dir / "meta.json").read_text())
     names = [p.suffix[1:] for p in sorted(index_dir.glob("tokenized.*"))]
