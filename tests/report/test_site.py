@@ -266,3 +266,15 @@ def test_a_rebuild_keeps_one_archive(site, results):
     _, again, _ = build(results, results / "report")
     assert again.exists() and not stale.exists()
     assert sorted(p.name for p in archive.parent.glob("report-*.tar.gz")) == [again.name]
+
+
+def test_a_table_with_an_infinite_value_renders_it_as_infinity(tmp_path):
+    """A per-document log-probability can be −∞ (a suffix the sampler can never emit: mia_low_fpr's extraction
+    table); its page shows −∞ instead of failing the whole site (CI73's make reproduce stopped there)."""
+    from memlab.site.markup import csv_page, num
+
+    assert (num("-inf"), num("inf"), num("nan"), num("2.0"), num("0.12345")) == ("−∞", "∞", "", "2", "0.1235")
+    table = tmp_path / "extraction.csv"
+    table.write_text("split,median_log10_p_z\nmember,-inf\nnonmember,-3.5\n")
+    page = csv_page(table, "extraction", "index.html")
+    assert "−∞" in page and "-3.5" in page

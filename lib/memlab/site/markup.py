@@ -59,6 +59,8 @@ def num(text) -> str:
         return str(text)
     if v != v:
         return ""
+    if v in (float("inf"), float("-inf")):   # e.g. a log-probability of 0 (a suffix the sampler never emits)
+        return "∞" if v > 0 else "−∞"
     if v == int(v) and abs(v) < 1e15:
         return str(int(v))
     return f"{v:.4g}"
