@@ -122,14 +122,13 @@ def model_hashes(cfg: Mapping, root: str, plan=None, asked: Mapping[str, dict] |
     :func:`_served_identity`) — beside the zoo checkpoints it requires. ``plan``: the run's
     :class:`memlab.runner.plan.RunPlan` (its models under test and required folders), else derived from ``cfg``;
     ``asked``: what each served model's server already reported for this run.json, by model name."""
-    import yaml
-
+    from memlab import yaml_text
     from memlab.model_use import required_models, target_nodes
 
     lock = Path(root) / "dvc.lock"
     outs: dict[str, str] = {}
     if lock.exists():
-        for stage in (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).values():
+        for stage in (yaml_text.safe_load(lock.read_text()) or {}).get("stages", {}).values():
             outs.update({o["path"]: o.get("md5", "") for o in stage.get("outs") or []})
     if plan is not None:
         tested, required = list(plan.tested), list(plan.required)

@@ -37,8 +37,8 @@ LIB = Path(__file__).resolve().parents[2] / "lib"
 ROOT = LIB / "memlab"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundations", ("memlab", "memlab.errors", "memlab.progress", "memlab.numerics", "memlab.gguf_parse",
-                     "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout", "memlab.plugins")),
+    ("foundations", ("memlab", "memlab.errors", "memlab.yaml_text", "memlab.progress", "memlab.numerics",
+                     "memlab.gguf_parse", "memlab.wandb_log", "memlab.lab", "memlab.zoo_layout", "memlab.plugins")),
     ("config", ("memlab.config", "memlab.schema", "memlab.comparison")),
     ("parts", ("memlab.data", "memlab.metrics", "memlab.backends", "memlab.plots")),
     ("model config", ("memlab.model_use",)),

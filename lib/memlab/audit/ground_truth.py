@@ -79,9 +79,9 @@ def ship(root: Path, dest: Path = ZOO_RATES) -> list[Path]:
     """Copy the tables the audit reads its ground truth from (:data:`SHIPPED_TABLES`) out of the checkout's default
     runs into ``dest`` (committed: the installed command prints them without the zoo), each named by the md5 its
     stage's ``tables`` output has in dvc.lock (CI checks the copy is what a clean ``make reproduce`` gives)."""
-    import yaml
+    from memlab import yaml_text
 
-    lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    lock = yaml_text.safe_load((root / "dvc.lock").read_text())["stages"]
     written = []
     for experiment, names in SHIPPED_TABLES.items():
         tables = f"results/{experiment}/default/tables"

@@ -237,12 +237,14 @@ def read_lock(root: Path) -> dict:
     is one MemlabError line naming it and how to get a whole one back."""
     import yaml
 
+    from memlab import yaml_text
+
     lock = Path(root) / "dvc.lock"
     if not lock.exists():
         return {}
     fix = ("restore it (`git checkout -- dvc.lock`) or rewrite it with `make reproduce`")
     try:
-        data = yaml.safe_load(lock.read_text(encoding="utf-8")) or {}
+        data = yaml_text.safe_load(lock.read_text(encoding="utf-8")) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
