@@ -71,39 +71,42 @@ class LowFprParams:
     batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
 
 
-def _ids(backend, docs, keep: int, need: int, what: str) -> list[list[int]]:
-    """The first ``keep`` token ids of each document, tokenized as the backend's scoring does (its own special
-    tokens, ``score_bos: tokenizer``); a document of fewer than ``need`` tokens is refused in one line."""
+def _ids(backend, docs, need: int) -> list[list[int]]:
+    """Each document's token ids, tokenized once as the backend's scoring does (its own special tokens,
+    ``score_bos: tokenizer``); a document of fewer than ``need`` tokens is refused in one line. A family continued
+    from its parent (``init_from``) inherits the parent's tokenizer, so these ids serve the reference model too."""
+    if getattr(backend, "score_bos", "tokenizer") != "tokenizer":
+        raise ConfigError("mia_low_fpr scores token ids as the tokenizer makes them: use score_bos: tokenizer")
     tok = backend.tokenizer
     out = []
     for d in docs:
         ids = list(tok(d.text)["input_ids"])
         if len(ids) < need:
-            raise ConfigError(f"{d.id} has {len(ids)} tokens; {what} needs {need}")
-        out.append(ids[:keep])
+            raise ConfigError(f"{d.id} has {len(ids)} tokens; the prefix/suffix pair needs {need}")
+        out.append(ids)
     return out
 
 
-def _scored(backend, docs, p: LowFprParams) -> tuple[list[dict], list[float]]:
+def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float]]:
     """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, and its loss."""
     from memlab.metrics.mia import loss, member_scores
 
-    if getattr(backend, "score_bos", "tokenizer") != "tokenizer":
-        raise ConfigError("mia_low_fpr scores token ids as the tokenizer makes them: use score_bos: tokenizer")
-    ids = _ids(backend, docs, p.score_tokens, 2, "scoring")
     scored = backend.score_token_ids(ids)
     texts = [backend.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
     settings = {"min_k": p.min_k}
     return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored])
 
 
-def _log_p_z(backend, pairs, p: LowFprParams, greedy: bool) -> np.ndarray:
+def _log_p_z(backend, pairs, p: LowFprParams) -> tuple[np.ndarray, np.ndarray]:
+    """log p_z of every pair under the sampler and under greedy decoding, from one forward pass per batch."""
     from memlab.metrics.extraction_probability import log_p_z
 
     s = p.sampler
-    kw = ({"temperature": 0.0, "top_k": None, "top_p": None} if greedy else
-          {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p})
-    return log_p_z(backend.model, pairs, batch_size=p.batch_size, pad_token_id=backend.pad_token_id, **kw)
+    sampler = {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p}
+    greedy = {"temperature": 0.0, "top_k": None, "top_p": None}
+    lpz, lpz_greedy = log_p_z(backend.model, pairs, samplers=[sampler, greedy], batch_size=p.batch_size,
+                              pad_token_id=backend.pad_token_id)
+    return lpz, lpz_greedy
 
 
 def score_frame(catalog, p: LowFprParams, seed: int):
@@ -111,20 +114,23 @@ def score_frame(catalog, p: LowFprParams, seed: int):
     under the sampler and under greedy decoding, and greedy extraction (0/1)."""
     import pandas as pd
 
+    from memlab.metrics.mia import loss
+
     fam = catalog.family(p.family)
     if fam.recipe.init_from is None:
         raise ConfigError(f"params.family {p.family!r} has no init_from: the reference attacks need its parent model")
     docs = list(fam.members) + list(fam.nonmembers)
     if not fam.members or not fam.nonmembers:
         raise ConfigError(f"zoo family {p.family!r} needs members and non-members")
+    n_pair = p.prefix_tokens + p.suffix_tokens
     with catalog.checkpoint(p.family, p.size, p.epoch) as target:
-        scores, loss_t = _scored(target, docs, p)
-        n_pair = p.prefix_tokens + p.suffix_tokens
-        window = _ids(target, docs, n_pair, n_pair, "the prefix/suffix pair")
-        pairs = [(w[:p.prefix_tokens], w[p.prefix_tokens:]) for w in window]
-        lpz, lpz_greedy = _log_p_z(target, pairs, p, False), _log_p_z(target, pairs, p, True)
+        ids = _ids(target, docs, n_pair)
+        scored_ids = [i[:p.score_tokens] for i in ids]
+        scores, loss_t = _scored(target, scored_ids, p)
+        pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
+        lpz, lpz_greedy = _log_p_z(target, pairs, p)
     with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
-        _, loss_r = _scored(reference, docs, p)
+        loss_r = [loss(ts) for ts in reference.score_token_ids(scored_ids)]   # only its loss is read
     n_non = len(fam.nonmembers)
     cal = set(np.random.default_rng(seed).permutation(n_non)[:n_non // 2].tolist())
     rows = []
