@@ -107,8 +107,9 @@ def test_comments_and_scheduling_hints_make_nothing_stale(conf_repo):
 
 def test_a_method_setting_makes_exactly_that_methods_stages_stale(conf_repo):
     pearl = {f"exp-{e}" for e in experiment_names() if e.startswith("pearl_")}
-    # and the audit's self-check: its PEARL rows run with the pearl method's settings
-    assert stale_after(conf_repo, "conf/method/pearl.yaml", "tau_b: 0.2 ", "tau_b: 0.3 ") == pearl | {"exp-audit_selfcheck"}
+    # and the audit's self-check and mia_low_fpr: their PEARL rows run with the pearl method's settings
+    assert stale_after(conf_repo, "conf/method/pearl.yaml", "tau_b: 0.2 ", "tau_b: 0.3 ") == pearl | {
+        "exp-audit_selfcheck", "exp-mia_low_fpr"}
 
 
 def test_an_experiment_depends_on_its_own_claim_rules_only(stages):

@@ -23,7 +23,9 @@ WILD_N = [f"params.sources.{s}.n" for s in ("humaneval", "kjv", "fortunes", "rel
 SMALLER = {
     "memorization_curve": ["params.n_probes", "params.prefix_len", "params.cont_len"],
     "mia_low_fpr": ["params.score_tokens", "params.n_resamples", "params.prefix_tokens", "params.suffix_tokens",
-                    "params.ns"],
+                    "params.ns", "params.method_subset.members", "params.method_subset.nonmembers",
+                    "methods.pearl.samples", "methods.pearl.task.max_new_tokens",
+                    "methods.pearl.task.max_input_words"],
     "pearl_calibration": PEARL + ["params.example_words"],
     "pearl_epochs": PEARL + ["params.acr.docs_per_split", "params.acr.steps", "params.acr.target_tokens",
                              "params.acr.prompt_lengths.-1", "params.acr.batch_size"],   # -1: the longest

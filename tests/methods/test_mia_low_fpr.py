@@ -1,6 +1,7 @@
 """Experiment mia_low_fpr's study (issue 51) end to end on a micro family continued from a micro parent: every
 registered MIA score and the reference attacks, thresholds fitted on the calibration half and read on the other, exact
-intervals, the ROC figure, and p_z / greedy extraction checked against the model's own teacher-forced log-probs."""
+intervals, the ROC figure, and p_z / greedy extraction checked against the model's own teacher-forced log-probs; PEARL
+(the method group) as one more attack on its seeded subset, checked against PEARL run directly on those documents."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
-from memlab.methods.mia_low_fpr import REFERENCE_ATTACKS, LowFprParams, Sampler, study
+from memlab.errors import ConfigError
+from memlab.methods.mia_low_fpr import REFERENCE_ATTACKS, LowFprParams, MethodSubset, Sampler, study
 from memlab.metrics.mia import score_names
 from memlab.models.catalog import Catalog
 from memlab.study_run import StudyRun
@@ -23,7 +25,7 @@ def _params(**over) -> LowFprParams:
     p = dict(family="child", size="xs", epoch="final", score_tokens=48, min_k=0.2, target_fprs=[0.5, 0.01],
              level=0.95, n_resamples=50, prefix_tokens=8, suffix_tokens=8,
              sampler=Sampler(temperature=1.0, top_k=None, top_p=None), ns=[1, 100, 10**6], discoverable_p=0.5,
-             batch_size=4)
+             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4))
     return LowFprParams(**{**p, **over})
 
 
@@ -38,13 +40,13 @@ def micro_zoo(tmp_path_factory, zoo_builder, one_chapter_family):
     return root
 
 
-def _run(root, tmp_path, p: LowFprParams, seed=0):
+def _run(root, tmp_path, p: LowFprParams, seed=0, cfg=None, method=None):
     from memlab.config import CONF_DIR
 
     template = yaml.safe_load((CONF_DIR / "model" / "tiny-neox.yaml").read_text())
     catalog = Catalog({**template, "threads": 1}, None, {"models": str(root / "models"), "zoo": str(root / "conf")})
-    run = StudyRun(cfg=None, catalog=catalog, seed=seed, out_dir=tmp_path, results_root=tmp_path, progress=False)
-    return study(None, p, run), catalog
+    run = StudyRun(cfg=cfg, catalog=catalog, seed=seed, out_dir=tmp_path, results_root=tmp_path, progress=False)
+    return study(method, p, run), catalog
 
 
 def test_study_end_to_end_on_a_micro_family(micro_zoo, tmp_path):
@@ -102,3 +104,70 @@ def test_sampler_and_seed_are_read_from_params(micro_zoo, tmp_path):
     for res, seed in ((a, 0), (b, 1)):   # the calibration half: the run's seed, as the module docstring says
         non = res.tables["scores"][res.tables["scores"].split == "nonmember"].reset_index(drop=True)
         assert set(non.index[non.half == "calibration"]) == set(np.random.default_rng(seed).permutation(6)[:3])
+
+
+@pytest.fixture(scope="module")
+def pearl_cfg():
+    """The experiment's composed config, its PEARL group (methods.pearl, conf/method/pearl.yaml) at micro size, with
+    flips strong enough (10 % of the words per level) and sampling free enough that the micro model's completions
+    move between levels: the scores differ from document to document."""
+    from memlab.config import compose
+
+    return compose("mia_low_fpr", [f"methods.pearl.{o}" for o in (
+        "samples=2", "task.max_new_tokens=8", "task.max_input_words=40", "perturbation.rate=0.1", "temperature=1.0")])
+
+
+def test_pearl_is_one_more_attack_read_on_its_seeded_subset(micro_zoo, tmp_path, pearl_cfg):
+    """The method group's attack (PEARL's decision score, here sensitivity) on the seeded subset of params.method_subset
+    (3 of 4 members; 2 + 2 non-members from the calibration / evaluation halves), equal to PEARL run directly on those
+    documents; NaN elsewhere; its low-FPR rows count the subset and fit the threshold on its calibration part."""
+    from memlab.data.sampling import sample_docs
+    from memlab.methods.pearl.engine import run_pearl
+    from memlab.metrics.detection import roc_auc
+
+    from memlab.study_run import typed_node
+
+    p = _params(n_resamples=20)
+    res, catalog = _run(micro_zoo, tmp_path, p, cfg=pearl_cfg)
+    df, low = res.tables["scores"], res.tables["low_fpr"]
+    pearl = typed_node(pearl_cfg, "methods.pearl")
+    assert pearl.decision_score == "sensitivity" and pearl.verbatim_words == 0   # the experiment's own override
+    sub = df[df.pearl_sensitivity.notna()]
+    fam = catalog.family("child")
+    docs = {d.id: d for d in fam.members + fam.nonmembers}
+    for half, n in (("member", 3), ("calibration", 2), ("evaluation", 2)):   # the documented draw, one stream per half
+        drawn = sample_docs([docs[i] for i in df[df.half == half].doc_id], n, f"0:method_subset:{half}")
+        assert sorted(sub[sub.half == half].doc_id) == sorted(d.id for d in drawn)
+    with catalog.checkpoint("child", "xs", "final") as b:
+        direct = run_pearl(b, [docs[i] for i in sub.doc_id], pearl)
+    assert np.allclose(sub.pearl_sensitivity, [r.sensitivity for r in direct], rtol=0, atol=1e-12)
+    assert sub.pearl_sensitivity.nunique() > 1      # the micro setting separates documents (see the fixture)
+    assert df.pearl_sensitivity.isna().sum() == len(df) - 7
+    rows = low[low.attack == "pearl_sensitivity"]
+    assert len(rows) == len(p.target_fprs) and (rows.documents == "seeded subset").all()
+    assert (low[low.attack != "pearl_sensitivity"].documents == "all").all()
+    assert (rows.n_members == 3).all() and (rows.n_calibration == 2).all() and (rows.n_evaluation == 2).all()
+    assert (rows.n_nonmembers_auc == 4).all()
+    mem, cal, ev = sub[sub.split == "member"], sub[sub.half == "calibration"], sub[sub.half == "evaluation"]
+    r = rows[rows.target_fpr == 0.5].iloc[0]
+    t = sorted(cal.pearl_sensitivity, reverse=True)[1]     # at most 1 of 2 calibration non-members above t
+    assert r.threshold == t and r.tpr == (mem.pearl_sensitivity > t).mean()
+    assert r.fpr_evaluation == (ev.pearl_sensitivity > t).mean()
+    assert np.isclose(r.auc, roc_auc((sub.split == "member").astype(int), sub.pearl_sensitivity), rtol=0, atol=1e-12)
+    assert res.metrics["pearl_sensitivity/n_members"] == 3 and res.metrics["pearl_sensitivity/n_nonmembers"] == 4
+    assert "pearl_sensitivity/fpr_0.01/tpr" in res.metrics
+
+
+def test_a_method_subset_larger_than_the_family_or_a_method_that_scores_nothing_is_refused(micro_zoo, tmp_path,
+                                                                                            pearl_cfg):
+    """One-line ConfigErrors, before any model loads."""
+    from memlab.config import compose
+
+    with pytest.raises(ConfigError, match="asks for 5 member documents; the family has 4"):
+        _run(micro_zoo, tmp_path, _params(method_subset=MethodSubset(members=5, nonmembers=2)), cfg=pearl_cfg)
+    with pytest.raises(ConfigError, match="asks for 4 calibration documents; the family has 3"):
+        _run(micro_zoo, tmp_path, _params(method_subset=MethodSubset(members=None, nonmembers=8)), cfg=pearl_cfg)
+    with pytest.raises(ConfigError, match="TraceConfig has no member_scores"):
+        _run(micro_zoo, tmp_path, _params(), cfg=compose("mia_low_fpr", ["+method@methods.trace=trace"]))
+    with pytest.raises(ConfigError, match="no method of its own"):
+        _run(micro_zoo, tmp_path, _params(), method=object())

@@ -185,10 +185,11 @@ def test_micro_model_greedy_agrees_with_p_z_at_temperature_zero_and_members_scor
             gen = model.generate(torch.tensor([p for p, _ in pairs]), do_sample=False, max_new_tokens=32,
                                  pad_token_id=pad)
         greedy = np.array([gen[i, 32:].tolist() == s for i, (_, s) in enumerate(pairs)])
-        lp0 = log_p_z(model, pairs, temperature=0.0, top_k=None, top_p=None, batch_size=16, pad_token_id=pad)
+        lp0, lp1 = log_p_z(model, pairs, samplers=[dict(temperature=0.0, top_k=None, top_p=None),
+                                                   dict(temperature=1.0, top_k=None, top_p=None)],
+                           batch_size=16, pad_token_id=pad)
         assert set(np.unique(lp0)) <= {0.0, -np.inf}
         assert ((lp0 == 0.0) == greedy).all(), f"{split}: greedy and p_z(T=0) disagree"
-        lp1 = log_p_z(model, pairs, temperature=1.0, top_k=None, top_p=None, batch_size=16, pad_token_id=pad)
         assert np.isfinite(lp1).all() and (lp1 <= 0).all()
         found[split] = dict(n=len(pairs), greedy=int(greedy.sum()), median_log_p=float(np.median(lp1)))
     print("\nmicro model p_z:", found)
@@ -196,20 +197,29 @@ def test_micro_model_greedy_agrees_with_p_z_at_temperature_zero_and_members_scor
     assert found["member"]["median_log_p"] > found["nonmember"]["median_log_p"]
 
 
-def test_log_p_z_batching_and_padding_do_not_change_the_answer(micro_family):
-    """One pair per forward pass or several of different lengths (right padding) give the same log p_z."""
+def test_log_p_z_batching_padding_and_shared_samplers_do_not_change_the_answer(micro_family):
+    """One pair per forward pass or several of different lengths (right padding) give the same log p_z; several
+    samplers read from one forward pass give each sampler's own answer, in the samplers' order."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(micro_family.tokenizer_dir)
     model = AutoModelForCausalLM.from_pretrained(micro_family.final_dir).eval()
     ids = tok(micro_family.members[0].text)["input_ids"]
     pairs = [(ids[:5], ids[5:12]), (ids[20:60], ids[60:64]), (ids[100:101], ids[101:130])]
-    kw = dict(temperature=0.9, top_k=40, top_p=0.95, pad_token_id=0)
-    one = log_p_z(model, pairs, batch_size=1, **kw)
-    many = log_p_z(model, pairs, batch_size=3, **kw)
+    sampler, greedy = dict(temperature=0.9, top_k=40, top_p=0.95), dict(temperature=0.0, top_k=None, top_p=None)
+    kw = dict(samplers=[sampler], pad_token_id=0)
+    [one] = log_p_z(model, pairs, batch_size=1, **kw)
+    [many] = log_p_z(model, pairs, batch_size=3, **kw)
     assert np.allclose(one, many, atol=1e-4, equal_nan=False)
+    both = log_p_z(model, pairs, samplers=[greedy, sampler], batch_size=3, pad_token_id=0)
+    [alone] = log_p_z(model, pairs, samplers=[greedy], batch_size=3, pad_token_id=0)
+    assert len(both) == 2 and np.array_equal(both[0], alone) and np.array_equal(both[1], many)
     with pytest.raises(ValueError):
         log_p_z(model, [([], [1])], batch_size=1, **kw)
+    with pytest.raises(ValueError, match="at least one sampler"):
+        log_p_z(model, pairs, samplers=[], batch_size=1, pad_token_id=0)
+    with pytest.raises(ValueError, match="exactly"):
+        log_p_z(model, pairs, samplers=[dict(temperature=1.0, top_k=None)], batch_size=1, pad_token_id=0)
 
 
 def test_generate_warps_in_the_documented_order_and_samples_suffixes_at_rate_p_z(micro_family):
@@ -229,7 +239,7 @@ def test_generate_warps_in_the_documented_order_and_samples_suffixes_at_rate_p_z
     assert [type(p).__name__ for p in procs] == ["TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"]
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     pairs = _windows(tok, micro_family.members[:1], 16, 3)
-    lp = log_p_z(model, pairs, batch_size=32, pad_token_id=pad, **sampler)
+    [lp] = log_p_z(model, pairs, samplers=[sampler], batch_size=32, pad_token_id=pad)
     k = int(np.argmin(np.abs(lp - np.log(0.3))))  # a suffix neither sure nor rare
     prefix, suffix = pairs[k]
     torch.manual_seed(0)

@@ -8,15 +8,23 @@ reference model:
    registered MIA score of the target (:func:`memlab.metrics.mia.member_scores`: loss, perplexity, zlib, Min-K%,
    Min-K%++ and any plug-in score) plus the two reference attacks (Carlini et al. 2021 / Mireshghallah et al. 2022):
    ``ref_loss_difference`` = loss_reference − loss_target and ``ref_loss_ratio`` = −loss_target / loss_reference —
-   both oriented higher = member, as every column of the ``scores`` table.
+   both oriented higher = member, as every column of the ``scores`` table. Each method group the experiment mounts
+   under ``methods`` (conf/experiment/mia_low_fpr.yaml: ``methods.pearl``, conf/method/pearl.yaml) adds its attack:
+   ``group.member_scores(target, docs)`` (PEARL: :meth:`memlab.methods.pearl.engine.PearlConfig.member_scores`,
+   ``pearl_sensitivity``, the text-completion task under bit flips as pearl_mia runs it), on a seeded subset of the
+   documents (``method_subset``: such an attack generates, so scoring every document can cost more than the rest of
+   the study); the other documents have NaN there. The group is handed in typed, never imported (a method never
+   imports another).
 2. **Low-FPR table** (``low_fpr``, :mod:`memlab.metrics.low_fpr`). The non-members are split once into a calibration
    half and an evaluation half (the first ⌊n/2⌋ of ``np.random.default_rng(seed).permutation(n)``, the run's
    ``seed``); each attack's threshold is fitted on the calibration half at each ``target_fprs`` and read on all
    members (TPR) and on the evaluation half (FPR), each with an exact Clopper–Pearson interval at ``level``;
    ``resolvable`` says whether the calibration half can show an FPR above 0 and ≤ the target at all. AUC (members
    vs all non-members) with a stratified percentile bootstrap interval (``n_resamples``, seeded with ``seed``).
-3. **ROC figure** ``roc_low_fpr``: every attack, members vs all non-members, log-log axes (:func:`memlab.plots.
-   roc_low_fpr`).
+   Each attack is read on the documents it scored: a subset attack's rows count its subset's members and halves
+   (``n_members``, ``n_calibration``, ``n_evaluation``, ``n_nonmembers_auc``) and say ``documents: seeded subset``.
+3. **ROC figure** ``roc_low_fpr``: every attack on the documents it scored, members vs non-members, log-log axes
+   (:func:`memlab.plots.roc_low_fpr`).
 4. **Extraction.** Per document the pair (its first ``prefix_tokens`` tokens, the next ``suffix_tokens``): log p_z
    under the configured sampler (``sampler``: temperature, top_k, top_p; :func:`memlab.metrics.extraction_probability.
    log_p_z`) and greedy extraction = p_z under the greedy sampler is 1 (T = 0: every suffix token is the argmax given
@@ -24,7 +32,8 @@ reference model:
    ``extraction``: per split and n in ``ns``, the (n, p)-discoverable share (p = ``discoverable_p``) beside the greedy
    extraction rate, with exact intervals; every row states the sampler. Figure ``extraction_vs_n``.
 
-Every number comes from ``params`` (:class:`LowFprParams`) and the run's ``seed``; nothing is defaulted here.
+Every number comes from ``params`` (:class:`LowFprParams`), the method groups and the run's ``seed``; nothing is
+defaulted here.
 """
 
 from __future__ import annotations
@@ -52,6 +61,17 @@ class Sampler:
 
 
 @dataclass(frozen=True)
+class MethodSubset:
+    """The documents the method groups' attacks score: a seeded sample (:func:`memlab.data.sampling.sample_docs`,
+    stream ``"<seed>:method_subset:<member | calibration | evaluation>"``) of ``members`` members and ``nonmembers``
+    non-members, ⌊nonmembers/2⌋ of them from the calibration half and the rest from the evaluation half (so the
+    subset's calibration count is fixed, not drawn); null = every member / every non-member."""
+
+    members: int | None = field(metadata=check(ge=1))
+    nonmembers: int | None = field(metadata=check(ge=2))
+
+
+@dataclass(frozen=True)
 class LowFprParams:
     """``params`` of ``experiment=mia_low_fpr`` (values in conf/experiment/mia_low_fpr.yaml only)."""
 
@@ -69,47 +89,72 @@ class LowFprParams:
     ns: list[int] = field(metadata=check(ge=1, nonempty=True))   # the grid of n of (n, p)-discoverability
     discoverable_p: float = field(metadata=check(gt=0, le=1))
     batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
+    method_subset: MethodSubset       # the documents the method groups' attacks (PEARL) score
 
 
-def _ids(backend, docs, keep: int, need: int, what: str) -> list[list[int]]:
-    """The first ``keep`` token ids of each document, tokenized as the backend's scoring does (its own special
-    tokens, ``score_bos: tokenizer``); a document of fewer than ``need`` tokens is refused in one line."""
+def _ids(backend, docs, need: int) -> list[list[int]]:
+    """Each document's token ids, tokenized once as the backend's scoring does (its own special tokens,
+    ``score_bos: tokenizer``); a document of fewer than ``need`` tokens is refused in one line. A family continued
+    from its parent (``init_from``) inherits the parent's tokenizer, so these ids serve the reference model too."""
+    if getattr(backend, "score_bos", "tokenizer") != "tokenizer":
+        raise ConfigError("mia_low_fpr scores token ids as the tokenizer makes them: use score_bos: tokenizer")
     tok = backend.tokenizer
     out = []
     for d in docs:
         ids = list(tok(d.text)["input_ids"])
         if len(ids) < need:
-            raise ConfigError(f"{d.id} has {len(ids)} tokens; {what} needs {need}")
-        out.append(ids[:keep])
+            raise ConfigError(f"{d.id} has {len(ids)} tokens; the prefix/suffix pair needs {need}")
+        out.append(ids)
     return out
 
 
-def _scored(backend, docs, p: LowFprParams) -> tuple[list[dict], list[float]]:
+def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float]]:
     """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, and its loss."""
     from memlab.metrics.mia import loss, member_scores
 
-    if getattr(backend, "score_bos", "tokenizer") != "tokenizer":
-        raise ConfigError("mia_low_fpr scores token ids as the tokenizer makes them: use score_bos: tokenizer")
-    ids = _ids(backend, docs, p.score_tokens, 2, "scoring")
     scored = backend.score_token_ids(ids)
     texts = [backend.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
     settings = {"min_k": p.min_k}
     return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored])
 
 
-def _log_p_z(backend, pairs, p: LowFprParams, greedy: bool) -> np.ndarray:
+def _log_p_z(backend, pairs, p: LowFprParams) -> tuple[np.ndarray, np.ndarray]:
+    """log p_z of every pair under the sampler and under greedy decoding, from one forward pass per batch."""
     from memlab.metrics.extraction_probability import log_p_z
 
     s = p.sampler
-    kw = ({"temperature": 0.0, "top_k": None, "top_p": None} if greedy else
-          {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p})
-    return log_p_z(backend.model, pairs, batch_size=p.batch_size, pad_token_id=backend.pad_token_id, **kw)
+    sampler = {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p}
+    greedy = {"temperature": 0.0, "top_k": None, "top_p": None}
+    lpz, lpz_greedy = log_p_z(backend.model, pairs, samplers=[sampler, greedy], batch_size=p.batch_size,
+                              pad_token_id=backend.pad_token_id)
+    return lpz, lpz_greedy
 
 
-def score_frame(catalog, p: LowFprParams, seed: int):
+def _method_subset(docs, halves: list[str], sub: MethodSubset, seed: int) -> list[int]:
+    """Indices into ``docs`` of the documents the method groups' attacks score (:class:`MethodSubset`), in document
+    order; a subset larger than the family is refused in one line, before any model loads."""
+    from memlab.data.sampling import sample_docs
+
+    n_non = sub.nonmembers
+    want = {"member": sub.members, "calibration": None if n_non is None else n_non // 2,
+            "evaluation": None if n_non is None else n_non - n_non // 2}
+    picked: set[str] = set()
+    for group, n in want.items():
+        pool = [d for d, h in zip(docs, halves) if h == group]
+        if n is not None and n > len(pool):
+            raise ConfigError(f"params.method_subset asks for {n} {group} documents; the family has {len(pool)}")
+        picked.update(d.id for d in sample_docs(pool, n, f"{seed}:method_subset:{group}"))
+    return [k for k, d in enumerate(docs) if d.id in picked]
+
+
+def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: bool):
     """One row per document: split, non-member half, every attack's score (higher = member), both losses, log p_z
-    under the sampler and under greedy decoding, and greedy extraction (0/1)."""
+    under the sampler and under greedy decoding, and greedy extraction (0/1); each method group's attack (``groups``:
+    :func:`method_groups`) on the method subset (NaN on the other documents). Returns the frame and the names of the
+    method groups' attacks."""
     import pandas as pd
+
+    from memlab.metrics.mia import loss
 
     fam = catalog.family(p.family)
     if fam.recipe.init_from is None:
@@ -117,26 +162,39 @@ def score_frame(catalog, p: LowFprParams, seed: int):
     docs = list(fam.members) + list(fam.nonmembers)
     if not fam.members or not fam.nonmembers:
         raise ConfigError(f"zoo family {p.family!r} needs members and non-members")
-    with catalog.checkpoint(p.family, p.size, p.epoch) as target:
-        scores, loss_t = _scored(target, docs, p)
-        n_pair = p.prefix_tokens + p.suffix_tokens
-        window = _ids(target, docs, n_pair, n_pair, "the prefix/suffix pair")
-        pairs = [(w[:p.prefix_tokens], w[p.prefix_tokens:]) for w in window]
-        lpz, lpz_greedy = _log_p_z(target, pairs, p, False), _log_p_z(target, pairs, p, True)
-    with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
-        _, loss_r = _scored(reference, docs, p)
+    for g in groups:
+        if not callable(getattr(g, "member_scores", None)):
+            raise ConfigError(f"method group {type(g).__name__} has no member_scores(backend, docs, progress): "
+                              "mia_low_fpr reads a method only as an attack that scores documents")
     n_non = len(fam.nonmembers)
     cal = set(np.random.default_rng(seed).permutation(n_non)[:n_non // 2].tolist())
+    halves = ["member"] * len(fam.members) + ["calibration" if j in cal else "evaluation" for j in range(n_non)]
+    subset = _method_subset(docs, halves, p.method_subset, seed) if groups else []
+    n_pair = p.prefix_tokens + p.suffix_tokens
+    with catalog.checkpoint(p.family, p.size, p.epoch) as target:
+        ids = _ids(target, docs, n_pair)
+        scored_ids = [i[:p.score_tokens] for i in ids]
+        scores, loss_t = _scored(target, scored_ids, p)
+        pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
+        lpz, lpz_greedy = _log_p_z(target, pairs, p)
+        by_method = [g.member_scores(target, [docs[k] for k in subset], progress=progress) for g in groups]
+    with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
+        loss_r = [loss(ts) for ts in reference.score_token_ids(scored_ids)]   # only its loss is read
+    extra = {}
+    for a, values in ((a, v) for scored in by_method for a, v in scored.items()):
+        if a in extra or a in scores[0] or a in REFERENCE_ATTACKS:
+            raise ConfigError(f"two attacks are named {a!r}: mount a method group once under methods")
+        extra[a] = np.full(len(docs), np.nan)
+        extra[a][subset] = values
     rows = []
     for k, d in enumerate(docs):
-        member = k < len(fam.members)
-        half = "member" if member else ("calibration" if (k - len(fam.members)) in cal else "evaluation")
-        rows.append({"doc_id": d.id, "split": "member" if member else "nonmember", "half": half,
+        rows.append({"doc_id": d.id, "split": "member" if halves[k] == "member" else "nonmember", "half": halves[k],
                      **{s: (np.nan if v is None else v) for s, v in scores[k].items()},
                      "ref_loss_difference": loss_r[k] - loss_t[k], "ref_loss_ratio": -loss_t[k] / loss_r[k],
+                     **{a: v[k] for a, v in extra.items()},
                      "loss_target": loss_t[k], "loss_reference": loss_r[k],
                      "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), list(extra)
 
 
 def attacks(df) -> list[str]:
@@ -146,23 +204,31 @@ def attacks(df) -> list[str]:
     return [s for s in score_names() if df[s].notna().all()] + list(REFERENCE_ATTACKS)
 
 
-def low_fpr_table(df, p: LowFprParams, seed: int):
-    """One row per attack x target FPR: threshold on the calibration half, TPR on the members and FPR on the evaluation
-    half with exact intervals, resolvability, AUC (members vs all non-members) with its bootstrap interval."""
+def read_on(df, attack: str):
+    """The members and the non-members ``attack`` scored (all, or a method's subset)."""
+    d = df[df[attack].notna()]
+    return d[d.split == "member"], d[d.split == "nonmember"]
+
+
+def low_fpr_table(df, names: list[str], p: LowFprParams, seed: int):
+    """One row per attack (``names``) x target FPR, each read on the documents it scored (``documents``: all, or a
+    seeded subset): threshold on the calibration half, TPR on the members and FPR on the evaluation half with exact
+    intervals, resolvability, AUC (members vs all non-members) with its bootstrap interval."""
     import pandas as pd
 
     from memlab.metrics.low_fpr import auc_with_interval, tpr_at_fpr_held_out
 
-    mem, non = df[df.split == "member"], df[df.split == "nonmember"]
-    cal_idx = np.flatnonzero((non.half == "calibration").to_numpy())
     rows = []
-    for a in attacks(df):
+    for a in names:
+        mem, non = read_on(df, a)
+        documents = "all" if len(mem) + len(non) == len(df) else "seeded subset"
+        cal_idx = np.flatnonzero((non.half == "calibration").to_numpy())
         auc = auc_with_interval(mem[a].to_numpy(), non[a].to_numpy(), n_resamples=p.n_resamples, seed=seed,
                                 level=p.level)
         for t in p.target_fprs:
             op = tpr_at_fpr_held_out(mem[a].to_numpy(), non[a].to_numpy(), t, calibration=cal_idx, seed=None,
                                      level=p.level)
-            rows.append({"attack": a, "target_fpr": t, "threshold": op.threshold,
+            rows.append({"attack": a, "documents": documents, "target_fpr": t, "threshold": op.threshold,
                          "tpr": op.tpr, "tpr_ci_low": op.tpr_ci[0], "tpr_ci_high": op.tpr_ci[1], "tp": op.tp,
                          "n_members": op.n_members, "fpr_evaluation": op.fpr, "fpr_ci_low": op.fpr_ci[0],
                          "fpr_ci_high": op.fpr_ci[1], "fp_evaluation": op.fp, "n_evaluation": op.n_nonmembers,
@@ -218,24 +284,45 @@ def extraction_figure(ext, p: LowFprParams):
     return fig
 
 
+def method_groups(run: StudyRun) -> list:
+    """The typed method groups mounted under the config's ``methods`` (``/method@methods.<name>: <name>`` in the
+    experiment's defaults), in config order; each adds its attack."""
+    names = list(run.cfg.get("methods") or {}) if run.cfg is not None else []
+    return [run.typed(f"methods.{name}") for name in names]
+
+
 def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
     """The mia_low_fpr experiment (module docstring): tables ``scores``, ``low_fpr``, ``extraction``; figures
-    ``roc_low_fpr``, ``extraction_vs_n``; headline metrics."""
+    ``roc_low_fpr``, ``extraction_vs_n``; headline metrics. No method of its own (``method`` None): the method groups
+    whose attacks join the others are mounted under ``methods`` (:func:`method_groups`)."""
     from memlab.metrics.low_fpr import roc_curve
     from memlab.plots import roc_low_fpr
 
+    if method is not None:
+        raise ConfigError("mia_low_fpr has no method of its own: mount a method group under methods.<name> to add "
+                          "its attack")
     p, res = params, StudyResult()
-    df = score_frame(run.catalog, p, run.seed)
+    df, method_attacks = score_frame(run.catalog, p, run.seed, method_groups(run), run.progress)
     res.table("scores", df, show=False)
-    table = res.table("low_fpr", low_fpr_table(df, p, run.seed))
+    names = attacks(df) + method_attacks
+    table = res.table("low_fpr", low_fpr_table(df, names, p, run.seed))
     mem, non = df[df.split == "member"], df[df.split == "nonmember"]
-    curves = {a: roc_curve(mem[a].to_numpy(), non[a].to_numpy()) for a in attacks(df)}
+    curves, subsets = {}, []
+    for a in names:
+        m, n = read_on(df, a)
+        label = a if len(m) + len(n) == len(df) else f"{a} (seeded subset: {len(m)} + {len(n)})"
+        curves[label] = roc_curve(m[a].to_numpy(), n[a].to_numpy())
+        if label != a:
+            subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members "
+                           f"(params.method_subset). ")
     fig = roc_low_fpr(curves, n_members=len(mem), n_nonmembers=len(non), marks=list(p.target_fprs))
     res.figure("roc_low_fpr", fig, caption=(
         f"ROC of every attack on {p.family}/{p.size} (epoch {p.epoch}), {len(mem)} members vs {len(non)} "
         f"non-members, log-log axes; dotted: FPR {', '.join(f'{t:g}' for t in p.target_fprs)}. Reference attacks "
-        f"compare with the family's parent model (epoch 0). TPR at those FPRs with exact intervals, thresholds fitted "
-        f"on a calibration half of the non-members: table low_fpr."))
+        f"compare with the family's parent model (epoch 0). "
+        + "".join(subsets)
+        + "TPR at those FPRs with exact intervals, thresholds fitted on a calibration half of the non-members: table "
+        "low_fpr."))
     ext = res.table("extraction", extraction_table(df, p))
     res.figure("extraction_vs_n", extraction_figure(ext, p), caption=(
         f"Share of documents whose {p.suffix_tokens}-token suffix after their first {p.prefix_tokens} tokens is "
@@ -248,5 +335,8 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
     res.metric(**{f"{r.attack}/auc": r.auc for r in table.drop_duplicates("attack").itertuples()})
     for r in ext.itertuples():
         res.metric(**{f"{r.split}/discoverable_n{r.n}": r.discoverable_share, f"{r.split}/greedy_rate": r.greedy_rate})
+    for a in method_attacks:
+        m, n = read_on(df, a)
+        res.metric(**{f"{a}/n_members": len(m), f"{a}/n_nonmembers": len(n)})
     res.metric(n_members=len(mem), n_nonmembers=len(non))
     return res

@@ -30,11 +30,13 @@ the config's top_k and top_p, not None.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 __all__ = ["sampler_log_probs", "sampler_log_prob", "log_p_z", "discoverable_rate", "discoverable_share"]
+
+_SAMPLER_KEYS = ("temperature", "top_k", "top_p")   # one sampler of log_p_z: the arguments of sampler_log_prob
 
 
 def _check_sampler(temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -97,24 +99,32 @@ def sampler_log_prob(logits_per_step, target_ids: Sequence[int], *, temperature:
     return float(np.sum(lp[np.arange(z.size), z]))
 
 
-def log_p_z(model, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, temperature: float, top_k: int | None,
-            top_p: float | None, batch_size: int, pad_token_id: int) -> np.ndarray:
+def log_p_z(model, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *,
+            samplers: Sequence[Mapping[str, Any]], batch_size: int, pad_token_id: int) -> list[np.ndarray]:
     """log p_z of every (prefix_ids, suffix_ids) pair under a Hugging Face causal LM ``model`` (e.g.
-    ``HFBackend.model``) and the sampler of the module docstring, as a float64 array in the pairs' order (p_z =
-    ``np.exp`` of it). One forward pass per ``batch_size`` pairs: each row is prefix ⊕ suffix[:-1], right-padded
-    with ``pad_token_id`` (masked out; a causal model never attends to padding after a row's last token); the logits
-    at positions len(prefix) − 1 … len(prefix) + len(suffix) − 2 predict the suffix, and go to
-    :func:`sampler_log_prob` in float64. Both parts of a pair must be non-empty."""
+    ``HFBackend.model``) for each sampler of ``samplers`` (each a mapping ``{temperature, top_k, top_p}`` of the
+    module docstring; T = 0 is greedy): one float64 array per sampler, in the samplers' order, each in the pairs'
+    order (p_z = ``np.exp`` of it). One forward pass per ``batch_size`` pairs, shared by every sampler: each row is
+    prefix ⊕ suffix[:-1], right-padded with ``pad_token_id`` (masked out; a causal model never attends to padding
+    after a row's last token); the logits at positions len(prefix) − 1 … len(prefix) + len(suffix) − 2 predict the
+    suffix, and go to :func:`sampler_log_prob` in float64, once per sampler. Both parts of a pair must be non-empty;
+    ``samplers`` must be non-empty."""
     import torch
 
-    _check_sampler(temperature, top_k, top_p)
+    samplers = [dict(s) for s in samplers]
+    if not samplers:
+        raise ValueError("log_p_z needs at least one sampler")
+    for s in samplers:
+        if set(s) != set(_SAMPLER_KEYS):
+            raise ValueError(f"a sampler is a mapping of exactly {_SAMPLER_KEYS}, got {sorted(s)}")
+        _check_sampler(**s)
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     pairs = [(list(map(int, p)), list(map(int, s))) for p, s in pairs]
     if any(not p or not s for p, s in pairs):
         raise ValueError("every pair needs a non-empty prefix and a non-empty suffix")
     device = next(model.parameters()).device
-    out = np.full(len(pairs), np.nan)
+    out = [np.full(len(pairs), np.nan) for _ in samplers]
     for start in range(0, len(pairs), int(batch_size)):
         chunk = pairs[start:start + int(batch_size)]
         rows = [p + s[:-1] for p, s in chunk]
@@ -128,7 +138,8 @@ def log_p_z(model, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *, temp
             logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits
         for r, (prefix, suffix) in enumerate(chunk):
             steps = logits[r, len(prefix) - 1:len(prefix) - 1 + len(suffix)].double().cpu().numpy()
-            out[start + r] = sampler_log_prob(steps, suffix, temperature=temperature, top_k=top_k, top_p=top_p)
+            for lp, s in zip(out, samplers):
+                lp[start + r] = sampler_log_prob(steps, suffix, **s)
     return out
 
 

@@ -76,6 +76,15 @@ class PearlConfig:
                 changes[key] = dataclasses.replace(sub, **changes[key])
         return dataclasses.replace(self, **changes)
 
+    def member_scores(self, backend: Backend, docs: Sequence[Document], *, progress: bool) -> dict[str, list[float]]:
+        """PEARL as one membership attack among others: ``{"pearl_<decision_score>": each document's decision score
+        (:attr:`PearlResult.score`)}`` from :func:`run_pearl` under this config, in the order of ``docs``. Higher =
+        a larger performance falloff under perturbation = more likely memorized, i.e. member. A study that is not
+        PEARL's gets this config as its ``method`` (its experiment selects the method group ``pearl``) and calls
+        this, so no other method imports PEARL (experiment mia_low_fpr)."""
+        results = run_pearl(backend, docs, self, progress=progress)
+        return {f"pearl_{self.decision_score}": [r.score for r in results]}
+
 
 @dataclass
 class PearlResult:
