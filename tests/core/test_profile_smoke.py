@@ -22,6 +22,8 @@ WILD_N = [f"params.sources.{s}.n" for s in ("humaneval", "kjv", "fortunes", "rel
 # item by its index)
 SMALLER = {
     "memorization_curve": ["params.n_probes", "params.prefix_len", "params.cont_len"],
+    "extraction_curves": ["params.sizes", "params.epochs", "params.prefix_tokens", "params.suffix_tokens", "params.ns",
+                          "params.plot_ns"],
     "mia_low_fpr": ["params.score_tokens", "params.n_resamples", "params.prefix_tokens", "params.suffix_tokens",
                     "params.ns", "params.method_subset.members", "params.method_subset.nonmembers",
                     "methods.pearl.samples", "methods.pearl.task.max_new_tokens",

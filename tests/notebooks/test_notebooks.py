@@ -68,6 +68,8 @@ RECAP_TEST = SMOKE + ["~method.targets.SmolLM2-135M-Instruct", "~method.targets.
 CASES = {
     # the test zoo's kjv trains 2 epochs: a point at each
     "memorization_curve": (SMOKE + ["params.epoch_every=1"], ["continuation_rate"]),
+    # the test zoo's pearl family trains only size m, 2 epochs
+    "extraction_curves": (SMOKE + ["params.sizes=[m]", "params.epochs=[0,1,2]"], ["pairs", "extraction_by_checkpoint"]),
     "mia_low_fpr": (SMOKE, ["scores", "low_fpr", "extraction"]),
     "pearl_calibration": (SMOKE, ["input_similarity_by_level", "pearl_scores", "fpr_vs_threshold",
                                   "alpha_at_target_fpr"]),

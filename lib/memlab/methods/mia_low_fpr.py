@@ -43,21 +43,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memlab.errors import ConfigError
+from memlab.metrics.extraction_probability import Sampler, sampler_and_greedy
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
 
 REFERENCE_ATTACKS = ("ref_loss_difference", "ref_loss_ratio")
-
-
-@dataclass(frozen=True)
-class Sampler:
-    temperature: float = field(metadata=check(gt=0))   # > 0: a sampler (greedy is reported beside it)
-    top_k: int | None = field(metadata=check(ge=1))     # None = off (HF's generate(do_sample=True) default is 50)
-    top_p: float | None = field(metadata=check(gt=0, le=1))  # None = off
-
-    def label(self) -> str:
-        return f"T={self.temperature:g}, top_k={self.top_k}, top_p={self.top_p}"
 
 
 @dataclass(frozen=True)
@@ -118,18 +109,6 @@ def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float]]:
     return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored])
 
 
-def _log_p_z(backend, pairs, p: LowFprParams) -> tuple[np.ndarray, np.ndarray]:
-    """log p_z of every pair under the sampler and under greedy decoding, from one forward pass per batch."""
-    from memlab.metrics.extraction_probability import log_p_z
-
-    s = p.sampler
-    sampler = {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p}
-    greedy = {"temperature": 0.0, "top_k": None, "top_p": None}
-    lpz, lpz_greedy = log_p_z(backend.model, pairs, samplers=[sampler, greedy], batch_size=p.batch_size,
-                              pad_token_id=backend.pad_token_id)
-    return lpz, lpz_greedy
-
-
 def _method_subset(docs, halves: list[str], sub: MethodSubset, seed: int) -> list[int]:
     """Indices into ``docs`` of the documents the method groups' attacks score (:class:`MethodSubset`), in document
     order; a subset larger than the family is refused in one line, before any model loads."""
@@ -176,7 +155,7 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
         scored_ids = [i[:p.score_tokens] for i in ids]
         scores, loss_t = _scored(target, scored_ids, p)
         pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
-        lpz, lpz_greedy = _log_p_z(target, pairs, p)
+        lpz, lpz_greedy = sampler_and_greedy(target, pairs, p.sampler, p.batch_size)
         by_method = [g.member_scores(target, [docs[k] for k in subset], progress=progress) for g in groups]
     with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
         loss_r = [loss(ts) for ts in reference.score_token_ids(scored_ids)]   # only its loss is read

@@ -30,13 +30,36 @@ the config's top_k and top_p, not None.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["sampler_log_probs", "sampler_log_prob", "log_p_z", "discoverable_rate", "discoverable_share"]
+from memlab.schema import check
+
+__all__ = ["Sampler", "GREEDY", "sampler_log_probs", "sampler_log_prob", "log_p_z", "sampler_and_greedy",
+           "discoverable_rate", "discoverable_share"]
 
 _SAMPLER_KEYS = ("temperature", "top_k", "top_p")   # one sampler of log_p_z: the arguments of sampler_log_prob
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """A sampler's settings as an experiment's config gives them (``params.sampler``); greedy is :data:`GREEDY`."""
+
+    temperature: float = field(metadata=check(gt=0))   # > 0: a sampler (greedy is reported beside it)
+    top_k: int | None = field(metadata=check(ge=1))     # None = off (HF's generate(do_sample=True) default is 50)
+    top_p: float | None = field(metadata=check(gt=0, le=1))  # None = off
+
+    def label(self) -> str:
+        return f"T={self.temperature:g}, top_k={self.top_k}, top_p={self.top_p}"
+
+    def settings(self) -> dict:
+        """The mapping :func:`log_p_z` takes for this sampler."""
+        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+
+
+GREEDY = {"temperature": 0.0, "top_k": None, "top_p": None}   # greedy decoding as a :func:`log_p_z` sampler
 
 
 def _check_sampler(temperature: float, top_k: int | None, top_p: float | None) -> None:
@@ -141,6 +164,14 @@ def log_p_z(model, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *,
             for lp, s in zip(out, samplers):
                 lp[start + r] = sampler_log_prob(steps, suffix, **s)
     return out
+
+
+def sampler_and_greedy(backend, pairs, sampler: Sampler, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """log p_z of every pair under ``sampler`` and under greedy decoding, from one forward pass per batch of the
+    backend's Hugging Face model (``backend.model``, padded with ``backend.pad_token_id``)."""
+    lpz, lpz_greedy = log_p_z(backend.model, pairs, samplers=[sampler.settings(), GREEDY], batch_size=batch_size,
+                              pad_token_id=backend.pad_token_id)
+    return lpz, lpz_greedy
 
 
 def discoverable_rate(p_z, n) -> np.ndarray | float:
