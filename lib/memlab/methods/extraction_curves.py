@@ -23,10 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from memlab.errors import ConfigError
-from memlab.metrics.extraction_probability import Sampler, sampler_and_greedy
+from memlab.metrics.extraction_probability import Sampler, rate_rows, sampler_and_greedy
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -100,29 +98,14 @@ def pair_frame(catalog, p: ExtractionCurvesParams):
 
 def rate_table(df, p: ExtractionCurvesParams):
     """Per size, epoch, split and n: the (n, p)-discoverable share beside the greedy extraction rate, exact
-    intervals for both; every row names the sampler and the pair."""
+    intervals for both (:func:`memlab.metrics.extraction_probability.rate_rows`); every row names the sampler and the
+    pair."""
     import pandas as pd
 
-    from memlab.metrics.extraction_probability import discoverable_rate
-    from memlab.metrics.intervals import clopper_pearson
-
-    s, rows = p.sampler, []
-    for (size, epoch, split), g in df.groupby(["size", "epoch", "split"], sort=False):
-        pz = np.exp(g.log_p_z.to_numpy())
-        greedy, n_docs = int(g.greedy.sum()), len(g)
-        glo, ghi = clopper_pearson(greedy, n_docs, p.level)
-        for n in p.ns:
-            k = int(np.sum(discoverable_rate(pz, n) >= p.discoverable_p))
-            lo, hi = clopper_pearson(k, n_docs, p.level)
-            rows.append({"family": p.family, "size": size, "epoch": int(epoch), "split": split,
-                         "sampler": s.label(), "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
-                         "offset": p.offset, "prefix_tokens": p.prefix_tokens, "suffix_tokens": p.suffix_tokens,
-                         "n": int(n), "p": p.discoverable_p, "n_docs": n_docs, "discoverable": k,
-                         "discoverable_share": k / n_docs, "discoverable_ci_low": lo, "discoverable_ci_high": hi,
-                         "greedy_extracted": greedy, "greedy_rate": greedy / n_docs, "greedy_ci_low": glo,
-                         "greedy_ci_high": ghi,
-                         "median_log10_p_z": float(np.median(g.log_p_z.to_numpy()) / np.log(10)),
-                         "level": p.level})
+    rows = [{"family": p.family, "size": size, "epoch": int(epoch), "split": split, **p.sampler.columns(),
+             "offset": p.offset, "prefix_tokens": p.prefix_tokens, "suffix_tokens": p.suffix_tokens, **r}
+            for (size, epoch, split), g in df.groupby(["size", "epoch", "split"], sort=False)
+            for r in rate_rows(g.log_p_z.to_numpy(), g.greedy.to_numpy(), p.ns, p.discoverable_p, p.level)]
     return pd.DataFrame(rows)
 
 

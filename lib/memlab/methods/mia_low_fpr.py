@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memlab.errors import ConfigError
-from memlab.metrics.extraction_probability import Sampler, sampler_and_greedy
+from memlab.metrics.extraction_probability import Sampler, rate_rows, sampler_and_greedy
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -219,27 +219,14 @@ def low_fpr_table(df, names: list[str], p: LowFprParams, seed: int):
 
 def extraction_table(df, p: LowFprParams):
     """Per split and n: the (n, p)-discoverable share under the sampler beside the greedy extraction rate, exact
-    intervals for both; every row names the sampler and the pair."""
+    intervals for both (:func:`memlab.metrics.extraction_probability.rate_rows`); every row names the sampler and the
+    pair."""
     import pandas as pd
 
-    from memlab.metrics.extraction_probability import discoverable_rate
-    from memlab.metrics.intervals import clopper_pearson
-
-    rows = []
-    for split, g in df.groupby("split", sort=False):
-        pz = np.exp(g.log_p_z.to_numpy())
-        greedy = int(g.greedy.sum())
-        for n in p.ns:
-            k = int(np.sum(discoverable_rate(pz, n) >= p.discoverable_p))
-            lo, hi = clopper_pearson(k, len(g), p.level)
-            glo, ghi = clopper_pearson(greedy, len(g), p.level)
-            rows.append({"split": split, "sampler": p.sampler.label(), "temperature": p.sampler.temperature,
-                         "top_k": p.sampler.top_k, "top_p": p.sampler.top_p, "prefix_tokens": p.prefix_tokens,
-                         "suffix_tokens": p.suffix_tokens, "n": int(n), "p": p.discoverable_p, "n_docs": len(g),
-                         "discoverable": k, "discoverable_share": k / len(g), "discoverable_ci_low": lo,
-                         "discoverable_ci_high": hi, "greedy_extracted": greedy, "greedy_rate": greedy / len(g),
-                         "greedy_ci_low": glo, "greedy_ci_high": ghi, "median_log10_p_z": float(
-                             np.median(g.log_p_z.to_numpy()) / np.log(10)), "level": p.level})
+    rows = [{"split": split, **p.sampler.columns(), "prefix_tokens": p.prefix_tokens,
+             "suffix_tokens": p.suffix_tokens, **r}
+            for split, g in df.groupby("split", sort=False)
+            for r in rate_rows(g.log_p_z.to_numpy(), g.greedy.to_numpy(), p.ns, p.discoverable_p, p.level)]
     return pd.DataFrame(rows)
 
 

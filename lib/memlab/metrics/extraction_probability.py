@@ -38,7 +38,7 @@ import numpy as np
 from memlab.schema import check
 
 __all__ = ["Sampler", "GREEDY", "sampler_log_probs", "sampler_log_prob", "log_p_z", "sampler_and_greedy",
-           "discoverable_rate", "discoverable_share"]
+           "discoverable_rate", "discoverable_share", "rate_rows"]
 
 _SAMPLER_KEYS = ("temperature", "top_k", "top_p")   # one sampler of log_p_z: the arguments of sampler_log_prob
 
@@ -57,6 +57,10 @@ class Sampler:
     def settings(self) -> dict:
         """The mapping :func:`log_p_z` takes for this sampler."""
         return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+
+    def columns(self) -> dict:
+        """The sampler as a table row names it: its label, then its settings."""
+        return {"sampler": self.label(), **self.settings()}
 
 
 GREEDY = {"temperature": 0.0, "top_k": None, "top_p": None}   # greedy decoding as a :func:`log_p_z` sampler
@@ -199,3 +203,23 @@ def discoverable_share(p_z: Sequence[float], ns: Sequence[float], p: float) -> n
         raise ValueError(f"p must be in (0, 1], got {p}")
     rates = discoverable_rate(z[None, :], np.asarray(ns, dtype=np.float64).ravel()[:, None])
     return np.mean(rates >= p, axis=1)
+
+
+def rate_rows(log_p_z, greedy, ns: Sequence[int], p: float, level: float) -> list[dict]:
+    """One group of pairs (``log_p_z`` under the sampler, ``greedy`` 0/1 each) read at every n of ``ns``: the
+    (n, p)-discoverable count and share (:func:`discoverable_rate` ≥ ``p``) beside the greedy extraction count and
+    rate, each with an exact Clopper–Pearson interval at ``level``, and the median log10 p_z; one row per n."""
+    from memlab.metrics.intervals import clopper_pearson
+
+    lpz = np.asarray(log_p_z, dtype=np.float64)
+    pz, n_docs, extracted = np.exp(lpz), len(lpz), int(np.sum(greedy))
+    glo, ghi = clopper_pearson(extracted, n_docs, level)
+    rows = []
+    for n in ns:
+        k = int(np.sum(discoverable_rate(pz, n) >= p))
+        lo, hi = clopper_pearson(k, n_docs, level)
+        rows.append({"n": int(n), "p": p, "n_docs": n_docs, "discoverable": k, "discoverable_share": k / n_docs,
+                     "discoverable_ci_low": lo, "discoverable_ci_high": hi, "greedy_extracted": extracted,
+                     "greedy_rate": extracted / n_docs, "greedy_ci_low": glo, "greedy_ci_high": ghi,
+                     "median_log10_p_z": float(np.median(lpz) / np.log(10)), "level": level})
+    return rows
