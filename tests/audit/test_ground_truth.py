@@ -107,3 +107,43 @@ def test_recaps_row_names_the_zoo_targets_and_texts_it_pooled(tmp_path):
     rates = selfcheck_rates(tmp_path, "audit_selfcheck")
     assert "2 zoo RECAP targets" in rates["RECAP"].rule and "Wikipedia" in rates["RECAP"].rule
     assert "zoo checkpoints" not in rates["RECAP"].rule and "11 zoo checkpoints (KJV text)" in rates["MIA (loss)"].rule
+
+
+def _low_fpr_table(results: Path) -> None:
+    """mia_low_fpr's low_fpr table as its study writes it: loss resolvable at both FPRs, PEARL's subset only at 1 %."""
+    def row(attack, documents, t, tpr, resolvable, n_cal):
+        return {"attack": attack, "documents": documents, "target_fpr": t, "tpr": tpr, "tpr_ci_low": tpr - 0.04,
+                "tpr_ci_high": tpr + 0.04, "n_members": 510 if documents == "all" else 100, "n_evaluation": n_cal,
+                "n_calibration": n_cal, "resolvable": resolvable, "auc": 0.99 if attack == "loss" else 0.49,
+                "auc_ci_low": 0.98, "auc_ci_high": 0.995}
+    _run(results, "mia_low_fpr", {"low_fpr": pd.DataFrame([
+        row("loss", "all", 0.01, 0.735, True, 1499), row("loss", "all", 0.001, 0.294, True, 1499),
+        row("pearl_sensitivity", "seeded subset", 0.01, 0.01, True, 100),
+        row("pearl_sensitivity", "seeded subset", 0.001, 0.01, False, 100)])})
+
+
+def test_each_attack_carries_its_zoo_tpr_at_low_fpr_and_an_unresolvable_fpr_gives_no_number(tmp_path):
+    from memlab.audit import page
+
+    _low_fpr_table(tmp_path)
+    low = GT.low_fpr_rates(tmp_path, "mia_low_fpr")
+    loss = GT.low_fpr_lookup(low, "MIA (loss)").row()
+    assert loss["gt_tpr_at_fpr_0.01"] == 0.735 and loss["gt_tpr_at_fpr_0.001"] == 0.294 and loss["gt_auc"] == 0.99
+    assert "510 members vs 1499 held-out non-members" in loss["gt_low_fpr_n"]
+    assert "mia_low_fpr [default] at abcdef0" in loss["gt_low_fpr_run"]
+    # PEARL's completion row reads mia_low_fpr's PEARL attack; 0.1 % FPR is not readable on 100 non-members
+    pearl = GT.low_fpr_lookup(low, "PEARL (completion)").row()
+    assert pearl["gt_tpr_at_fpr_0.01"] == 0.01 and pearl["gt_tpr_at_fpr_0.001"] is None
+    assert "seeded subset" in pearl["gt_low_fpr_n"]
+    shown = page._low_fpr(pearl)
+    assert shown.startswith("1 % (") and "/ not resolvable; AUC 0.490" in shown
+    # a rule mia_low_fpr does not run, and a missing run: no number, the reason instead
+    recap = GT.low_fpr_lookup(low, "RECAP").row()
+    assert recap["gt_auc"] is None and "does not run this rule" in recap["gt_low_fpr_run"]
+    assert page._low_fpr(recap) == page.NONE
+
+
+def test_a_missing_low_fpr_run_names_the_command_that_makes_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(GT, "ZOO_RATES", tmp_path / "nothing shipped")
+    row = GT.low_fpr_lookup(GT.low_fpr_rates(tmp_path, "mia_low_fpr"), "MIA (loss)").row()
+    assert row["gt_auc"] is None and "experiment=mia_low_fpr" in row["gt_low_fpr_run"]

@@ -115,6 +115,9 @@ def test_the_installed_command_audits_smollm2s_gguf_from_an_empty_folder(repo_ro
     assert len(audit) and audit.gt_recall.between(0, 1).all() and audit.gt_fpr.between(0, 1).all()
     shipped = audit.gt_run.str.match(r"(audit_selfcheck|trace_validation) as shipped with memlab \(make reproduce: ")
     assert shipped.all(), audit.gt_run.tolist()
+    attacks = audit[audit.method.str.startswith("MIA")]
+    assert attacks.gt_low_fpr_run.str.match(r"mia_low_fpr as shipped with memlab \(make reproduce: ").all()
+    assert attacks["gt_tpr_at_fpr_0.01"].between(0, 1).all()
     models_used = json.loads((folder / "run.json").read_text())["models"]
     assert list(models_used) == [gguf.stem], models_used
     assert (folder / "audit.html").is_file() and not (work / "conf").exists()

@@ -56,7 +56,8 @@ def missing(rule: str, why: str) -> Rates:
 
 
 ZOO_RATES = Path(__file__).resolve().parent / "zoo_rates"   # the committed copy `make reproduce` writes (ship)
-SHIPPED_TABLES = {"audit_selfcheck": ["selfcheck_rates.csv"], "trace_validation": ["validation.csv", "negative_control.csv"]}
+SHIPPED_TABLES = {"audit_selfcheck": ["selfcheck_rates.csv"], "trace_validation": ["validation.csv", "negative_control.csv"],
+                  "mia_low_fpr": ["low_fpr.csv"]}
 
 
 def _run(results: Path, experiment: str) -> tuple[Path | None, str]:
@@ -123,6 +124,61 @@ def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
 
 def _band(low, high) -> tuple[float, float] | None:
     return None if pd.isna(low) or pd.isna(high) else (float(low), float(high))
+
+
+@dataclass(frozen=True)
+class LowFpr:
+    """One attack's true-positive rate at low false-positive rates on the zoo family sized for it (``mia_low_fpr``:
+    threshold fitted on a calibration half of the non-members, TPR on every member, exact 95 % intervals) and its
+    AUC — or why there is none. ``tpr``: target FPR -> (TPR, low, high), None where that FPR is not resolvable."""
+
+    attack: str | None
+    tpr: dict
+    auc: tuple[float, float, float] | None
+    n: str | None
+    run: str
+
+    def row(self) -> dict:
+        out = {}
+        for t in LOW_FPRS:
+            v = self.tpr.get(t) or (None, None, None)
+            out.update({f"gt_tpr_at_fpr_{t:g}": v[0], f"gt_tpr_at_fpr_{t:g}_low": v[1],
+                        f"gt_tpr_at_fpr_{t:g}_high": v[2]})
+        auc = self.auc or (None, None, None)
+        return {**out, "gt_auc": auc[0], "gt_auc_low": auc[1], "gt_auc_high": auc[2], "gt_low_fpr_attack": self.attack,
+                "gt_low_fpr_n": self.n, "gt_low_fpr_run": self.run}
+
+
+LOW_FPRS = (0.01, 0.001)   # the FPRs the audit page reads TPR at (mia_low_fpr's params.target_fprs)
+LOW_FPR_ATTACKS = {"PEARL (completion)": "pearl_sensitivity"}   # besides "MIA (<score>)" -> <score>
+
+
+def low_fpr_rates(results: Path, experiment: str) -> dict[str, LowFpr]:
+    """Each audit row's attack read at low FPR on the zoo (``mia_low_fpr``'s ``low_fpr`` table), keyed by the audit's
+    row label (``MIA (<score>)``; PEARL's completion task: PEARL's sensitivity under bit flips, the attack
+    mia_low_fpr runs); ``""`` -> why there is none when the run is missing."""
+    folder, run = _run(results, experiment)
+    if folder is None:
+        return {"": LowFpr(None, {}, None, None, run)}
+    df = pd.read_csv(folder / "tables" / "low_fpr.csv")
+    out = {}
+    for attack, g in df.groupby("attack", sort=False):
+        tpr = {t: (float(r.tpr), float(r.tpr_ci_low), float(r.tpr_ci_high)) for r in g.itertuples()
+               for t in LOW_FPRS if abs(r.target_fpr - t) < 1e-12 and bool(r.resolvable)}
+        r = g.iloc[0]
+        n = (f"{int(r.n_members)} members vs {int(r.n_evaluation)} held-out non-members, threshold fitted on "
+             f"{int(r.n_calibration)} others; {'every document' if r.documents == 'all' else r.documents}")
+        label = next((k for k, v in LOW_FPR_ATTACKS.items() if v == attack), f"MIA ({attack})")
+        out[label] = LowFpr(attack, tpr, (float(r.auc), float(r.auc_ci_low), float(r.auc_ci_high)), n, run)
+    return out
+
+
+def low_fpr_lookup(rates: dict[str, LowFpr], method: str) -> LowFpr:
+    """``method``'s low-FPR rates, or why there are none."""
+    if method in rates:
+        return rates[method]
+    why = rates[""].run if "" in rates else "not measured: mia_low_fpr does not run this rule"
+    return LowFpr(None, {}, None, None, why)
 
 
 def lookup(rates: dict[str, Rates], method: str) -> Rates:

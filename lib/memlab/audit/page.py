@@ -9,9 +9,12 @@ import math
 
 import pandas as pd
 
+from memlab.audit.ground_truth import LOW_FPRS
+
 NONE = "—"
+LOW_FPR = f"zoo TPR at {' / '.join(f'{100 * t:g} %' for t in LOW_FPRS)} FPR; AUC"
 COLUMNS = ["method", "source: finding", "found on this model", "same-domain control", "difference (95 % CI)",
-           "conclusion", "zoo recall (members)", "zoo FPR (non-members)", "zoo n / why none"]
+           "conclusion", "zoo recall (members)", "zoo FPR (non-members)", "zoo n / why none", LOW_FPR]
 
 
 class AuditTable:
@@ -40,7 +43,19 @@ def _row(r: dict) -> dict:
             "same-domain control": control, "difference (95 % CI)": diff, "conclusion": _conclusion(r),
             "zoo recall (members)": _rate(r.get("gt_recall"), r.get("gt_recall_low"), r.get("gt_recall_high")),
             "zoo FPR (non-members)": _rate(r.get("gt_fpr"), r.get("gt_fpr_low"), r.get("gt_fpr_high")),
-            "zoo n / why none": _text(r.get("gt_n")) if measured else _text(r.get("gt_run"))}
+            "zoo n / why none": _text(r.get("gt_n")) if measured else _text(r.get("gt_run")),
+            LOW_FPR: _low_fpr(r)}
+
+
+def _low_fpr(r: dict) -> str:
+    """The attack's TPR at 1 % and 0.1 % FPR with exact intervals and its AUC on the zoo family sized for them
+    (mia_low_fpr); "not resolvable" where that FPR can't be read; "—" for a rule it does not run."""
+    auc = _number(r.get("gt_auc"))
+    if auc is None:
+        return NONE
+    tprs = [_rate(r.get(f"gt_tpr_at_fpr_{t}"), r.get(f"gt_tpr_at_fpr_{t}_low"), r.get(f"gt_tpr_at_fpr_{t}_high"))
+            .replace("not measured", "not resolvable") for t in (f"{t:g}" for t in LOW_FPRS)]
+    return f"{' / '.join(tprs)}; AUC {auc:.3f} ({_text(r.get('gt_low_fpr_n'))})"
 
 
 def _control(r: dict) -> tuple[str, str]:

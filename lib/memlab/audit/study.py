@@ -52,10 +52,12 @@ class RecapTarget:
 @dataclass(frozen=True)
 class GroundTruthRuns:
     """Where each method's error rates come from: PEARL, MIA, blind and RECAP rows from the audit run blind on the
-    zoo (``selfcheck``: audit_selfcheck); SimpleTrace from the tracer's validation."""
+    zoo (``selfcheck``: audit_selfcheck); SimpleTrace from the tracer's validation; each attack's TPR at 1 % and
+    0.1 % FPR from the zoo family sized to read them (``low_fpr``: mia_low_fpr)."""
 
     selfcheck: str
     trace: str
+    low_fpr: str
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
             rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", gt, detail, progress)
         with overall.part(parts.TRACE):
             rows += _trace(trace, p, catalog, node, results, detail)
+    low = GT.low_fpr_rates(results, p.ground_truth.low_fpr)
+    rows = [{**r, **GT.low_fpr_lookup(low, r["method"]).row()} for r in rows]
     return summary_result(pd.DataFrame(rows), node["name"]).merge(detail)
 
 
