@@ -1,6 +1,7 @@
 """The installed ``memlab`` command (``pip install .``), run from any folder:
 
-    memlab audit MODEL [--smoke] [--out DIR] [override ...]   # MODEL: a .gguf, an HF folder, a preset, a server URL
+    memlab audit MODEL [--smoke] [--reference PRESET] [--out DIR] [override ...]   # MODEL: a .gguf, an HF folder,
+                                                                                   # a preset, a server URL
     memlab run experiment=... [override ...]                   # the runner, as ``python -m memlab.run``
     memlab models [--gguf DIR] [NAME ...]                      # the offline models, where their files are
 
@@ -67,6 +68,8 @@ def audit(args: argparse.Namespace, extra: list[str]) -> None:
     overrides = ["experiment=audit", *model_overrides(args.model)]
     if args.smoke:
         overrides.append("profile=smoke")
+    if args.reference:
+        overrides.append(f"params.mia.reference={args.reference}")
     if args.out:   # everything the run writes goes there: its results, the W&B offline run, Hydra's own log
         out = Path(args.out).expanduser().resolve()
         overrides += [f"paths.results={out / 'results'}", f"paths.wandb={out}",
@@ -117,6 +120,8 @@ def parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="audit one model with every method, beside the audit's own error rates")
     a.add_argument("model", help="a .gguf file, an HF model folder, a preset of conf/model/ or a server URL (…/v1)")
     a.add_argument("--smoke", action="store_true", help="a first look in minutes: too few documents to judge")
+    a.add_argument("--reference", help="a preset of conf/model/ that did not see the texts: the reference attack's "
+                                       "model (e.g. gemma-3-270m); without it that row says why it did not run")
     a.add_argument("--out", help="write results/ (and the W&B and Hydra logs) here instead of the working folder")
     sub.add_parser("run", help="the runner: memlab run experiment=<name> [key=value ...] (python -m memlab.run)",
                    add_help=False)

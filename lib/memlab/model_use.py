@@ -231,7 +231,7 @@ def _location(node: Mapping[str, Any]) -> str:
 # keys under which a config names a conf/model preset (params.models, method.targets.<t>.model, method.agents.llm,
 # the top-level `models` list) and a tiny zoo family (method.study.family, params.family, params.tiny.family,
 # params.zoo_families)
-MODEL_KEYS = ("model", "models", "llm")
+MODEL_KEYS = ("model", "models", "llm", "reference")
 FAMILY_KEYS = ("family", "zoo_families")
 # a preset naming a zoo checkpoint (memlab.config's resolver): its family is the first argument after the models folder
 ZOO_CHECKPOINT = re.compile(r"^\$\{zoo_checkpoint:\$\{paths\.models\},\s*([^,}\s]+)")

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not os.environ.get("MEMLAB_AUDIT_README"),
                                 reason="set MEMLAB_AUDIT_README=1 after `make reproduce`")
 PLACEHOLDER = "/path/to/model.gguf"
 METHODS = {"PEARL (completion)", "MIA (loss)", "MIA (zlib_ratio)", "MIA (min_k)", "MIA (min_k_pp)",
-           "blind (zlib compressibility)", "RECAP", "SimpleTrace"}
+           "MIA (ref_loss_ratio)", "extraction (p_z)", "blind (zlib compressibility)", "RECAP", "SimpleTrace"}
 
 
 def readme_commands(repo_root: Path) -> list[str]:
@@ -122,6 +122,7 @@ def test_the_smoke_audit_through_a_llama_cpp_server_runs_as_written(repo_root, s
     audit = _check_page(folder)
     # the server gives top-k log-probs, not the whole vocabulary: Min-K%++ is unavailable, and says why
     assert audit[audit.method == "MIA (min_k_pp)"].finding.tolist() == ["unavailable"]
+    assert audit[audit.method == "extraction (p_z)"].finding.tolist() == ["unavailable"]   # p_z: whole distribution
     loss = audit[(audit.method == "MIA (loss)") & ~audit.finding.str.endswith("not judged")]
     assert len(loss) == 3 and (loss.n > 0).all()   # humaneval judged against its control, and the two controls
     # what was served, as the server reports it: llama-cpp-python without an alias lists the GGUF's path

@@ -104,17 +104,29 @@ def redraw(sources: dict, seed: str) -> tuple[dict, dict]:
     return drawn, split_halves([d.id for d in control], f"{seed}:halves")
 
 
-def score_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, model: str,
+def score_blind(pearl: PearlConfig, p: AuditParams, backend, sources: dict, model: str, reference=None,
                 progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The audit's per-document PEARL and MIA/blind scores of every document of ``sources`` on one model."""
+    """The audit's per-document PEARL and MIA/blind/extraction scores of every document of ``sources`` on one model
+    (and the reference attack's, with a ``reference`` backend)."""
     from memlab.methods.pearl.study import prompt_style
 
     domains = dict.fromkeys(sources, "text")
     style = "chat" if prompt_style(backend) == "chat" else "raw"
     pdf = decide.pearl_frame(pearl, p.tasks, sources, domains, backend, style, model)
     mdf = decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia), max_words=p.mia.max_words,
-                           progress=progress)
+                           progress=progress, reference=reference, extraction=p.extraction)
     return pdf, mdf
+
+
+def parent(catalog, family, checkpoint: Checkpoint):
+    """The reference model of a checkpoint, as mia_low_fpr takes it: its family's parent at the same size (epoch 0 of
+    a family continued from another: it never saw the family's members or non-members); a family trained from
+    scratch has none (its reference attack is not measured)."""
+    from contextlib import nullcontext
+
+    if family.recipe.init_from is None:
+        return nullcontext(None)
+    return catalog.checkpoint(checkpoint.family, checkpoint.size, 0)
 
 
 def decide_blind(pearl: PearlConfig, p: AuditParams, scores: tuple[pd.DataFrame, pd.DataFrame], sources: dict,
@@ -127,7 +139,7 @@ def decide_blind(pearl: PearlConfig, p: AuditParams, scores: tuple[pd.DataFrame,
     where = {d.id: name for name, docs in sources.items() for d in docs}
     pdf, mdf = (with_halves(df.assign(source=df.doc_id.map(where)), halves) for df in scores)
     out = decide.decisions(pdf, mdf, CONTROLS, score=pearl.decision_score, alpha=pearl.alpha,
-                           target_fpr=p.mia.target_fpr)
+                           target_fpr=p.mia.target_fpr, extraction=p.extraction)
     truth = {d.id: d.split == "member" for docs in sources.values() for d in docs}
     out["member"] = out.doc_id.map(truth)
     out["half"] = out.half.where(out.source == CONTROL, "judged")
@@ -258,8 +270,8 @@ def selfcheck(method: PearlConfig, params: SelfCheckParams, run: StudyRun) -> St
         seed = f"{method.seed}:{name}"
         sources, halves = blind_sources(fam.members, fam.nonmembers, p.n_members, p.n_nonmembers, p.n_control, seed)
         epoch = c.epoch if c.epoch == "final" else int(c.epoch)
-        with catalog.checkpoint(c.family, c.size, epoch) as backend:
-            scores = score_blind(method, p, backend, sources, name, progress=run.progress)
+        with catalog.checkpoint(c.family, c.size, epoch) as backend, parent(catalog, fam, c) as reference:
+            scores = score_blind(method, p, backend, sources, name, reference, progress=run.progress)
         for draw in range(p.draws):
             drawn = (sources, halves) if draw == 0 else redraw(sources, f"{seed}:draw:{draw}")
             d = decide_blind(method, p, scores, *drawn).assign(checkpoint=name)

@@ -32,6 +32,7 @@ class MiaSpec:
     min_k: float = field(metadata=check(gt=0, le=1))      # Min-K% / Min-K%++: the lowest k share of tokens
     target_fpr: float = field(metadata=check(ge=0, le=1))  # each threshold: this FPR on the known-unseen half
     max_words: int | None = field(metadata=check(ge=1))    # each text: its first max_words words (null: whole)
+    reference: str | None                                  # a conf/model preset: the reference attack's model
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class AuditParams:
     target_fprs: list[float] = field(metadata=check(ge=0, le=1, nonempty=True))
     controls: dict[str, str | None]   # each source -> its same-domain known-unseen control (null: not judged)
     mia: MiaSpec
+    extraction: decide.ExtractionRule
     recap: RecapTarget
     trace: trace_study.ExternalCells
     ground_truth: GroundTruthRuns
@@ -112,7 +114,8 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
     units = parts.planned_units(sources, p.tasks, recap, p.recap.categories, p.recap.events_per_book,
                                 p.trace.n_prompts, len(p.trace.corpora))
     with Parts("audit", units) as overall:   # the runner's line: part i/4, units, overall ETA
-        rows, style = _pearl(pearl, p, catalog, node, (sources, halves), gt, detail, progress, overall)
+        rows, style = _pearl(pearl, p, catalog, node, reference_node(p.mia.reference, run.cfg), (sources, halves),
+                             gt, detail, progress, overall)
         with overall.part(parts.RECAP):
             rows += _recap(recap, p, catalog, node, style, Path(out_dir) / "recap", gt, detail, progress)
         with overall.part(parts.TRACE):
@@ -120,6 +123,17 @@ def audit(method: PearlConfig, params: AuditParams, run: StudyRun) -> StudyResul
     low = GT.low_fpr_rates(results, p.ground_truth.low_fpr)
     rows = [{**r, **GT.low_fpr_lookup(low, r["method"]).row()} for r in rows]
     return summary_result(pd.DataFrame(rows), node["name"]).merge(detail)
+
+
+def reference_node(name: str | None, cfg) -> dict | None:
+    """The reference model's node (``params.mia.reference``: a conf/model preset), resolved as the run's models are."""
+    from memlab.model_use import preset
+    from memlab.config import to_plain
+
+    if name is None:
+        return None
+    plain = to_plain(cfg)
+    return preset(name, plain["paths"], plain.get("numerics"))
 
 
 def summary_result(summary, model: str) -> StudyResult:
@@ -141,47 +155,71 @@ def _finding(method: str, finding: str, rule: str, k: int | None, n: int | None,
 
 
 # -- PEARL, the MIA baselines and the blind baseline ------------------------------------------------------------
-def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, documents: tuple[dict, dict], gt: dict,
-           detail: StudyResult, progress: bool, overall: Parts) -> tuple[list[dict], str]:
-    """PEARL's, the MIA baselines' and the blind baseline's rows, each source judged against its same-domain
-    control (:mod:`memlab.audit.judge`), and the model's prompt style (read while the MIA holds the model);
-    ``documents``: the sources' documents and the controls' halves (:func:`pearl_study.wild_sources`)."""
-    from memlab.methods.pearl.study import with_halves
-
+def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, reference: dict | None,
+           documents: tuple[dict, dict], gt: dict, detail: StudyResult, progress: bool,
+           overall: Parts) -> tuple[list[dict], str]:
+    """PEARL's, the MIA baselines', the reference attack's, probabilistic extraction's and the blind baseline's rows,
+    each source judged against its same-domain control (:mod:`memlab.audit.judge`), and the model's prompt style
+    (read while the MIA holds the model); ``documents``: the sources' documents and the controls' halves
+    (:func:`pearl_study.wild_sources`); ``reference``: the reference model's node, or None."""
     with overall.part(parts.PEARL):
         wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
     for name, df in wild.tables.items():
         detail.table(f"pearl_{name}", df, show=False)
     for name, fig in wild.figures.items():
         detail.figure(f"pearl_{name}", fig, show=False, caption=wild.captions.get(name))
-    sources, halves = documents
-    unavailable = []
-    with overall.part(parts.MIA), catalog.using(node) as backend:
-        style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
-        try:
-            mdf = with_halves(decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia),
-                                               max_words=p.mia.max_words, progress=progress,
-                                               scored=overall.credit), halves)
-        except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
-            mdf, why = None, " ".join(str(err).split())
-            unavailable = [(s, why) for s in judged_names()]
-    if mdf is not None:
-        mdf = _halves_of_controls(mdf, p.controls)
-        detail.table("mia_scores", mdf.round(4), show=False)
-        unavailable = [(s, "the backend gives no score for it (Min-K%++ needs the whole vocabulary's log-probs)")
-                       for s in judged_names() if mdf[s].isna().all()]
+    mdf, unavailable, style = _mia(p, catalog, node, reference, documents, detail, progress, overall)
     pdf = wild.tables["pearl_scores"]
     pdf = _halves_of_controls(pdf, p.controls)
     flags = decide.decisions(pdf, mdf, p.controls, score=pearl.decision_score, alpha=pearl.alpha,
-                             target_fpr=p.mia.target_fpr)
+                             target_fpr=p.mia.target_fpr, extraction=p.extraction)
     detail.table("audit_decisions", flags, show=False)
     order = {s: i for i, s in enumerate(p.sources)}   # each method's rows in the config's source order
     judged = sorted(judge.judged_rows(flags, p.controls), key=lambda r: order.get(r["source"], len(order)))
     methods = list(dict.fromkeys(flags.method))
     rows = [_judged(r, gt) for r in sorted(judged, key=lambda r: methods.index(r["method"]))]
-    rows += [_finding(decide.mia_label(s), "unavailable", "—", None, None, GT.lookup(gt, decide.mia_label(s)),
-                      note=why) for s, why in unavailable]
+    rows += [_finding(label, "unavailable", "—", None, None, GT.lookup(gt, label), note=why)
+             for label, why in unavailable]
     return rows, style
+
+
+def _mia(p: AuditParams, catalog, node: dict, reference: dict | None, documents: tuple[dict, dict],
+         detail: StudyResult, progress: bool, overall: Parts):
+    """The MIA scores, the reference attack (with ``reference``: a model node), probabilistic extraction and the blind
+    baseline of every document, with their halves (None when the backend can't score); the (row label, why) of
+    every rule the backend or the config leaves unavailable; the model's prompt style (read while it is loaded)."""
+    from contextlib import nullcontext
+
+    from memlab.methods.pearl.study import with_halves
+
+    sources, halves = documents
+    unavailable, mdf = [], None
+    with overall.part(parts.MIA), catalog.using(node) as backend, \
+            (catalog.using(reference) if reference else nullcontext()) as ref:
+        style = "chat" if pearl_study.prompt_style(backend) == "chat" else "plain"
+        extraction = p.extraction if decide.extractable(backend) else None
+        try:
+            mdf = with_halves(decide.mia_frame(backend, sources, settings=dataclasses.asdict(p.mia),
+                                               max_words=p.mia.max_words, progress=progress, scored=overall.credit,
+                                               reference=ref, extraction=extraction), halves)
+        except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
+            why = " ".join(str(err).split())
+            unavailable = [(decide.mia_label(s), why) for s in (*judged_names(), decide.REFERENCE)]
+    if extraction is None:
+        unavailable.append((decide.EXTRACTION, "the backend gives no whole next-token distribution (a served model's "
+                                               "log-probs are top-k): the sampler's p_z can't be computed"))
+    if reference is None and mdf is not None:
+        unavailable.append((decide.mia_label(decide.REFERENCE), NO_REFERENCE))
+    if mdf is not None:
+        mdf = _halves_of_controls(mdf, p.controls)
+        detail.table("mia_scores", mdf.round(4), show=False)
+        unavailable += [(decide.mia_label(s), "the backend gives no score for it (Min-K%++ needs the whole "
+                                              "vocabulary's log-probs)") for s in judged_names() if mdf[s].isna().all()]
+    return mdf, unavailable, style
+
+
+NO_REFERENCE = ("no reference model given (params.mia.reference=<a conf/model preset>, e.g. gemma-3-270m: a model that "
+                "did not see the texts in question; memlab audit … --reference <preset>)")
 
 
 def _halves_of_controls(df, controls: dict):

@@ -133,7 +133,7 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
     method groups' attacks."""
     import pandas as pd
 
-    from memlab.metrics.mia import loss
+    from memlab.metrics.mia import loss, reference_loss_difference, reference_loss_ratio
 
     fam = catalog.family(p.family)
     if fam.recipe.init_from is None:
@@ -169,7 +169,8 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
     for k, d in enumerate(docs):
         rows.append({"doc_id": d.id, "split": "member" if halves[k] == "member" else "nonmember", "half": halves[k],
                      **{s: (np.nan if v is None else v) for s, v in scores[k].items()},
-                     "ref_loss_difference": loss_r[k] - loss_t[k], "ref_loss_ratio": -loss_t[k] / loss_r[k],
+                     "ref_loss_difference": reference_loss_difference(loss_t[k], loss_r[k]),
+                     "ref_loss_ratio": reference_loss_ratio(loss_t[k], loss_r[k]),
                      **{a: v[k] for a, v in extra.items()},
                      "loss_target": loss_t[k], "loss_reference": loss_r[k],
                      "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})

@@ -48,7 +48,8 @@ from memlab.backends.base import TokenScores
 from memlab.plugins import import_all
 
 __all__ = ["MiaScore", "MiaScores", "mia_score", "registered", "score_names", "judged_names", "member_scores",
-           "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp"]
+           "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp", "nll_per_byte", "reference_loss_ratio",
+           "reference_loss_difference"]
 
 SCORE_PACKAGE = "memlab.metrics.mia_scores"   # every module in it is imported by registered()
 
@@ -116,6 +117,26 @@ def min_k_pp(ts: TokenScores, k: float) -> float:
     if not np.all(np.isfinite(z)):
         raise ValueError("vocab_mean/vocab_std contain NaN or inf")
     return -_lowest_k_mean(z, k)
+
+
+def nll_per_byte(ts: TokenScores, text: str) -> float:
+    """−Σ_{j≥1} ℓ_j / (UTF-8 bytes of ``text``): the text's loss in nats per byte, a unit two models with different
+    tokenizers share (the reference attacks across tokenizers)."""
+    if not text:
+        raise ValueError("nll_per_byte needs the non-empty scored text")
+    return float(-np.sum(_logprobs(ts)) / len(text.encode("utf-8")))
+
+
+def reference_loss_ratio(loss_target: float, loss_reference: float) -> float:
+    """−loss_target / loss_reference (higher = more likely member; Carlini et al. 2021's comparison with a reference
+    model): both losses of the same text in one unit — mean nats per token when the models share a tokenizer,
+    :func:`nll_per_byte` when they do not (the ratio is then the same number: the token count cancels)."""
+    return -loss_target / loss_reference
+
+
+def reference_loss_difference(loss_target: float, loss_reference: float) -> float:
+    """loss_reference − loss_target (higher = more likely member), both in mean nats per token of one tokenizer."""
+    return loss_reference - loss_target
 
 
 # ---- the registry ---------------------------------------------------------------------------------------------

@@ -117,13 +117,23 @@ def mia_frame(backend, docs: Sequence[Document], *, settings: Mapping[str, Any],
     """Per document: every registered MIA score (:func:`memlab.metrics.mia.member_scores`: higher = more likely
     member; −perplexity is the column ``neg_perplexity``) plus the raw perplexity (``ppl``), computed on the same text
     PEARL sees (first ``max_words`` words); ``settings`` are the run's MIA settings (``min_k``: k of Min-K%)."""
+    texts = mia_texts(docs, max_words)
+    return mia_rows(docs, texts, backend.score(texts, progress=progress), settings, **labels)
+
+
+def mia_texts(docs: Sequence[Document], max_words: int | None) -> list[str]:
+    """The text each document is scored on: its first ``max_words`` words (None: whole)."""
+    from memlab.methods.pearl.tasks import first_words
+
+    return [first_words(d.text, max_words) for d in docs]
+
+
+def mia_rows(docs: Sequence[Document], texts: Sequence[str], scored, settings: Mapping[str, Any], **labels: Any):
+    """:func:`mia_frame`'s rows from the backend's ``scored`` token scores of ``texts`` (one per document)."""
     import pandas as pd
 
-    from memlab.methods.pearl.tasks import first_words
     from memlab.metrics.mia import member_scores
 
-    texts = [first_words(d.text, max_words) for d in docs]
-    scored = backend.score(texts, progress=progress)
     rows = []
     for d, t, ts in zip(docs, texts, scored):
         m = member_scores(ts, t, settings)
