@@ -5,6 +5,7 @@ per-token ratio exactly when the two models share a tokenizer."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from memlab.audit import decide
@@ -63,7 +64,27 @@ def test_the_reference_ratio_in_nats_per_byte_is_the_per_token_ratio_under_one_t
     texts = [first_words(d.text, 60) for d in docs]
     per_token = [-loss(a) / loss(b) for a, b in zip(backend.score(texts, progress=False),
                                                      early.score(texts, progress=False))]
-    assert np.allclose(mdf[decide.REFERENCE], per_token, rtol=1e-12, atol=0)
+    assert decide.reference_names() == ("ref_loss_ratio",)   # the difference is per token: one tokenizer only
+    assert np.allclose(mdf["ref_loss_ratio"], per_token, rtol=1e-12, atol=0)
     # the early checkpoint saw the members for one epoch only: the ratio ranks members above non-members
     member = mdf.split.eq("member")
-    assert mdf[member][decide.REFERENCE].min() > mdf[~member][decide.REFERENCE].max()
+    assert mdf[member].ref_loss_ratio.min() > mdf[~member].ref_loss_ratio.max()
+
+
+def test_a_new_reference_attack_is_one_registration_and_reaches_the_audit_and_the_low_fpr_table(micro, monkeypatch):
+    from memlab.methods import mia_low_fpr
+    from memlab.metrics import mia
+
+    fam, backend = micro
+    monkeypatch.setattr(mia, "_REFERENCE", dict(mia._REFERENCE))   # the registry as before once the test ends
+
+    @mia.reference_score("toy_ref_log_ratio", across_tokenizers=True)
+    def toy(loss_target, loss_reference):
+        return float(np.log(loss_reference) - np.log(loss_target))
+
+    assert decide.reference_names() == ("ref_loss_ratio", "toy_ref_log_ratio")
+    mdf = decide.mia_frame(backend, {"all": fam.members}, settings={"min_k": 0.2}, max_words=60, progress=False,
+                           reference=backend)
+    assert np.allclose(mdf.toy_ref_log_ratio, 0.0) and np.allclose(mdf.ref_loss_ratio, -1.0)   # its own reference
+    names = mia_low_fpr.attacks(pd.DataFrame({s: [0.0] for s in mia.score_names()}))   # as its score frame names them
+    assert names[-3:] == ["ref_loss_difference", "ref_loss_ratio", "toy_ref_log_ratio"]

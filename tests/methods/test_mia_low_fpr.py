@@ -10,10 +10,13 @@ import pytest
 import yaml
 
 from memlab.errors import ConfigError
-from memlab.methods.mia_low_fpr import REFERENCE_ATTACKS, LowFprParams, MethodSubset, Sampler, study
+from memlab.methods.mia_low_fpr import LowFprParams, MethodSubset, Sampler, study
 from memlab.metrics.mia import score_names
 from memlab.models.catalog import Catalog
 from memlab.study_run import StudyRun
+from memlab.metrics.mia import reference_scores
+
+REFERENCE_ATTACKS = tuple(s.name for s in reference_scores())   # the registered ones
 
 KJV = {"corpus": "kjv", "options": {"unit": "chapter"}}
 MEMBERS = ["kjv/chapter/Ruth/2", "kjv/chapter/Ruth/3", "kjv/chapter/Ruth/4", "kjv/chapter/Jonah/1"]

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import yaml
 
-from memlab.methods.mia_low_fpr import (REFERENCE_ATTACKS, LowFprParams, MethodSubset, Sampler, attacks, low_fpr_table,
+from memlab.methods.mia_low_fpr import (LowFprParams, MethodSubset, Sampler, attacks, low_fpr_table,
                                         score_frame)
 from memlab.metrics.low_fpr import tpr_at_fpr
 from memlab.models.catalog import Catalog
+from memlab.metrics.mia import reference_scores
+
+REFERENCE_ATTACKS = tuple(s.name for s in reference_scores())   # the registered ones
 
 STYLES = {"kjv": {"corpus": "kjv", "options": {"unit": "verse"}},
           "german": {"corpus": "fortunes", "options": {"lang": "de"}}}

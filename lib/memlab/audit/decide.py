@@ -14,6 +14,7 @@ from memlab.audit.judge import fitted_flags, fixed_flags
 from memlab.metrics.blind import NAME as BLIND, zlib_compressibility
 from memlab.metrics.extraction_probability import Sampler
 from memlab.metrics.mia import judged_names   # the MIA scores the audit judges (higher = more likely a member)
+from memlab.metrics.mia import reference_scores
 from memlab.schema import check
 
 
@@ -53,19 +54,24 @@ class ExtractionRule:
 
 EXTRACTION = "extraction (p_z)"            # the audit's row label of the extraction rule
 DISCOVERABLE = "discoverable"              # its per-document column: 1.0 (n, p)-discoverable, 0.0 not, NaN too short
-REFERENCE = "ref_loss_ratio"               # the reference attack the audit runs (as mia_low_fpr names it)
+
+
+def reference_names() -> tuple[str, ...]:
+    """The reference attacks the audit runs: the registered ones that hold across tokenizers (the owner's reference
+    may tokenize otherwise; :func:`memlab.metrics.mia.reference_scores`)."""
+    return tuple(s.name for s in reference_scores(across_tokenizers=True))
 
 
 def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_words: int | None, progress: bool,
               scored: Callable[[int], None] | None = None, reference=None, extraction: ExtractionRule | None = None):
     """Every MIA score of every document (:func:`memlab.methods.pearl.tables.mia_frame`; ``settings``: the audit's
     ``params.mia``, whose ``min_k`` is k of Min-K%) and the blind baseline on the same text; with a ``reference``
-    backend, the reference attack (:data:`REFERENCE`: :func:`memlab.metrics.mia.reference_loss_ratio` of the two
-    models' nats per byte, so their tokenizers may differ); with ``extraction``, each document's (n, p)-discoverable
+    backend, the reference attacks (:func:`reference_names`, of the two models' nats per byte, so their tokenizers
+    may differ); with ``extraction``, each document's (n, p)-discoverable
     flag (:data:`DISCOVERABLE`) and log p_z. ``scored(n)`` is told after each source of its n documents (the
     audit's overall progress)."""
     from memlab.methods.pearl import tables as T
-    from memlab.metrics.mia import nll_per_byte, reference_loss_ratio
+    from memlab.metrics.mia import nll_per_byte
 
     frames = []
     for name, docs in sources.items():
@@ -74,8 +80,10 @@ def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_wo
         f = T.mia_rows(docs, texts, target, settings, source=name)
         f["blind"] = [zlib_compressibility(t) for t in texts]
         if reference is not None:
-            f[REFERENCE] = [reference_loss_ratio(nll_per_byte(a, t), nll_per_byte(b, t))
-                            for a, b, t in zip(target, reference.score(texts), texts)]
+            losses = [(nll_per_byte(a, t), nll_per_byte(b, t)) for a, b, t in
+                      zip(target, reference.score(texts), texts)]
+            for r in reference_scores(across_tokenizers=True):
+                f[r.name] = [r.raw(*pair) for pair in losses]
         if extraction is not None:
             f["log_p_z"], f[DISCOVERABLE] = extraction_columns(backend, docs, extraction)
         frames.append(f)
@@ -122,7 +130,7 @@ def decisions(pearl_df, mia_df, controls: Mapping[str, str | None], *, score: st
         for task, g in pearl_df.groupby("task_kind", sort=False):
             out.append(fixed_flags(g, score, alpha, pearl_label(task)))
     if mia_df is not None:
-        scores = [(mia_label(s), s) for s in (*judged_names(), REFERENCE) if s in mia_df and mia_df[s].notna().any()]
+        scores = [(mia_label(s), s) for s in (*judged_names(), *reference_names()) if s in mia_df and mia_df[s].notna().any()]
         for control in sorted({c for c in controls.values() if c is not None}):
             judged = {s for s, c in controls.items() if c == control} | {control}
             g = mia_df[mia_df.source.isin(judged)]

@@ -204,12 +204,12 @@ def _mia(p: AuditParams, catalog, node: dict, reference: dict | None, documents:
                                                reference=ref, extraction=extraction), halves)
         except NotImplementedError as err:   # a backend that can't score prompts (e.g. a chat-only API)
             why = " ".join(str(err).split())
-            unavailable = [(decide.mia_label(s), why) for s in (*judged_names(), decide.REFERENCE)]
+            unavailable = [(decide.mia_label(s), why) for s in (*judged_names(), *decide.reference_names())]
     if extraction is None:
         unavailable.append((decide.EXTRACTION, "the backend gives no whole next-token distribution (a served model's "
                                                "log-probs are top-k): the sampler's p_z can't be computed"))
     if reference is None and mdf is not None:
-        unavailable.append((decide.mia_label(decide.REFERENCE), NO_REFERENCE))
+        unavailable += [(decide.mia_label(s), NO_REFERENCE) for s in decide.reference_names()]
     if mdf is not None:
         mdf = _halves_of_controls(mdf, p.controls)
         detail.table("mia_scores", mdf.round(4), show=False)

@@ -48,9 +48,6 @@ from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
 
-REFERENCE_ATTACKS = ("ref_loss_difference", "ref_loss_ratio")
-
-
 @dataclass(frozen=True)
 class MethodSubset:
     """The documents the method groups' attacks score: a seeded sample (:func:`memlab.data.sampling.sample_docs`,
@@ -133,7 +130,7 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
     method groups' attacks."""
     import pandas as pd
 
-    from memlab.metrics.mia import loss, reference_loss_difference, reference_loss_ratio
+    from memlab.metrics.mia import loss, reference_scores
 
     fam = catalog.family(p.family)
     if fam.recipe.init_from is None:
@@ -161,7 +158,7 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
         loss_r = [loss(ts) for ts in reference.score_token_ids(scored_ids)]   # only its loss is read
     extra = {}
     for a, values in ((a, v) for scored in by_method for a, v in scored.items()):
-        if a in extra or a in scores[0] or a in REFERENCE_ATTACKS:
+        if a in extra or a in scores[0] or a in {s.name for s in reference_scores()}:
             raise ConfigError(f"two attacks are named {a!r}: mount a method group once under methods")
         extra[a] = np.full(len(docs), np.nan)
         extra[a][subset] = values
@@ -169,8 +166,7 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
     for k, d in enumerate(docs):
         rows.append({"doc_id": d.id, "split": "member" if halves[k] == "member" else "nonmember", "half": halves[k],
                      **{s: (np.nan if v is None else v) for s, v in scores[k].items()},
-                     "ref_loss_difference": reference_loss_difference(loss_t[k], loss_r[k]),
-                     "ref_loss_ratio": reference_loss_ratio(loss_t[k], loss_r[k]),
+                     **{s.name: s.raw(loss_t[k], loss_r[k]) for s in reference_scores()},
                      **{a: v[k] for a, v in extra.items()},
                      "loss_target": loss_t[k], "loss_reference": loss_r[k],
                      "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})
@@ -178,10 +174,10 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
 
 
 def attacks(df) -> list[str]:
-    """Every registered MIA score the backend could compute, then the reference attacks."""
-    from memlab.metrics.mia import score_names
+    """Every registered MIA score the backend could compute, then the registered reference attacks."""
+    from memlab.metrics.mia import reference_scores, score_names
 
-    return [s for s in score_names() if df[s].notna().all()] + list(REFERENCE_ATTACKS)
+    return [s for s in score_names() if df[s].notna().all()] + [s.name for s in reference_scores()]
 
 
 def read_on(df, attack: str):

@@ -48,8 +48,8 @@ from memlab.backends.base import TokenScores
 from memlab.plugins import import_all
 
 __all__ = ["MiaScore", "MiaScores", "mia_score", "registered", "score_names", "judged_names", "member_scores",
-           "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp", "nll_per_byte", "reference_loss_ratio",
-           "reference_loss_difference"]
+           "loss", "perplexity", "zlib_ratio", "min_k", "min_k_pp", "nll_per_byte", "ReferenceScore",
+           "reference_score", "reference_scores", "reference_loss_ratio", "reference_loss_difference"]
 
 SCORE_PACKAGE = "memlab.metrics.mia_scores"   # every module in it is imported by registered()
 
@@ -127,16 +127,52 @@ def nll_per_byte(ts: TokenScores, text: str) -> float:
     return float(-np.sum(_logprobs(ts)) / len(text.encode("utf-8")))
 
 
-def reference_loss_ratio(loss_target: float, loss_reference: float) -> float:
-    """−loss_target / loss_reference (higher = more likely member; Carlini et al. 2021's comparison with a reference
-    model): both losses of the same text in one unit — mean nats per token when the models share a tokenizer,
-    :func:`nll_per_byte` when they do not (the ratio is then the same number: the token count cancels)."""
-    return -loss_target / loss_reference
+# ---- reference attacks: the target's loss against a reference model's on the same text ---------------------------
+
+@dataclass(frozen=True)
+class ReferenceScore:
+    """One registered reference attack: ``raw(loss_target, loss_reference)`` (higher = more likely member), both
+    losses of one text in one unit; ``across_tokenizers``: the score is the same number in nats per byte
+    (:func:`nll_per_byte`, what two tokenizers share) as in mean nats per token of one tokenizer, so a reference with
+    another tokenizer (the audit's) may be used."""
+
+    name: str
+    raw: Callable[[float, float], float]
+    across_tokenizers: bool
 
 
+_REFERENCE: dict[str, ReferenceScore] = {}
+
+
+def reference_score(name: str, *, across_tokenizers: bool) -> Callable:
+    """Register the decorated ``raw(loss_target, loss_reference) -> float`` as the reference attack ``name``."""
+    def add(raw):
+        if name in _REFERENCE:
+            raise ValueError(f"reference attack {name!r} is registered twice")
+        _REFERENCE[name] = ReferenceScore(name, raw, across_tokenizers)
+        return raw
+    return add
+
+
+def reference_scores(*, across_tokenizers: bool = False) -> tuple[ReferenceScore, ...]:
+    """The registered reference attacks in registration order (``across_tokenizers``: only those that hold across
+    tokenizers), after importing :data:`SCORE_PACKAGE`'s modules (a new attack is one module there, as a score is)."""
+    import_all(SCORE_PACKAGE)
+    return tuple(s for s in _REFERENCE.values() if s.across_tokenizers or not across_tokenizers)
+
+
+@reference_score("ref_loss_difference", across_tokenizers=False)
 def reference_loss_difference(loss_target: float, loss_reference: float) -> float:
     """loss_reference − loss_target (higher = more likely member), both in mean nats per token of one tokenizer."""
     return loss_reference - loss_target
+
+
+@reference_score("ref_loss_ratio", across_tokenizers=True)
+def reference_loss_ratio(loss_target: float, loss_reference: float) -> float:
+    """−loss_target / loss_reference (higher = more likely member; Carlini et al. 2021's comparison with a reference
+    model): mean nats per token under one tokenizer, or :func:`nll_per_byte` across two (the same number: the
+    token count cancels)."""
+    return -loss_target / loss_reference
 
 
 # ---- the registry ---------------------------------------------------------------------------------------------
