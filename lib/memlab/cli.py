@@ -65,6 +65,12 @@ def run(overrides: list[str]) -> None:
 
 
 def audit(args: argparse.Namespace, extra: list[str]) -> None:
+    fetch_unseen_corpora()
+    run([*audit_overrides(args), *extra])
+
+
+def audit_overrides(args: argparse.Namespace) -> list[str]:
+    """The runner's overrides of ``memlab audit``'s arguments."""
     overrides = ["experiment=audit", *model_overrides(args.model)]
     if args.smoke:
         overrides.append("profile=smoke")
@@ -74,8 +80,7 @@ def audit(args: argparse.Namespace, extra: list[str]) -> None:
         out = Path(args.out).expanduser().resolve()
         overrides += [f"paths.results={out / 'results'}", f"paths.wandb={out}",
                       f"hydra.run.dir={out / hydra_run_dir()}"]
-    fetch_unseen_corpora()
-    run([*overrides, *extra])
+    return overrides
 
 
 def models(args: argparse.Namespace) -> None:

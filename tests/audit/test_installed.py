@@ -70,6 +70,12 @@ def test_the_model_argument_is_a_path_a_url_or_a_preset(tmp_path):
         cli.model_overrides("no-such-model")
 
 
+def test_the_audit_command_passes_its_reference_model_on():
+    args, _ = cli.parser().parse_known_args(["audit", "smollm2-135m-instruct", "--smoke", "--reference", "gemma-3-270m"])
+    assert cli.audit_overrides(args) == ["experiment=audit", "model=smollm2-135m-instruct", "profile=smoke",
+                                         "params.mia.reference=gemma-3-270m"]
+
+
 @pytest.mark.skipif(not os.environ.get(README_ENV), reason=f"set {README_ENV}=1 after `make reproduce`")
 def test_the_committed_zoo_rates_are_the_reproductions(repo_root):
     """What `make reproduce` copies is what the checkout's default runs hold (CI also checks git shows no diff)."""

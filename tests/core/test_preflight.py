@@ -222,3 +222,21 @@ def test_an_empty_models_list_is_one_line_where_the_experiment_tests_models():
     assert "models=[] names no model for experiment audit to test" in line and "smollm2-135m-instruct" in line
     line = one_line(["experiment=pearl_wild", "models=[]"])
     assert "experiment pearl_wild" in line and "gemma-3-270m" in line
+
+
+def test_an_empty_model_path_is_refused_before_the_notebook():
+    line = audit("model.path=")
+    assert "model.path of smollm2-135m-instruct is empty" in line
+
+
+def test_the_audits_reference_model_is_checked_like_the_model_under_test(tmp_path):
+    line = audit("params.mia.reference=nosuch")
+    assert "unknown model 'nosuch'" in line and "gemma-3-270m" in line
+    # a known preset whose weights are not built (the model under test a whole folder): named before any model loads
+    model = tmp_path / "mine"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "llama"}')
+    (model / "tokenizer.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(safetensors())
+    line = audit(f"model.path={model}", "params.mia.reference=gemma-3-270m", f"paths.models={tmp_path}")
+    assert str(tmp_path / "gemma-3-270m") in line and "make models" in line

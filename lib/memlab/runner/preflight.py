@@ -30,7 +30,7 @@ def check_run(cfg) -> None:
     """Every pre-flight check of a composed run config (after :func:`memlab.model_use.check_model_override`): the
     ``model`` node's device, and each model under test (``models``): device, local files, served URL."""
     from memlab.config import to_plain
-    from memlab.model_use import target_nodes
+    from memlab.model_use import preset, target_nodes
 
     from omegaconf.errors import OmegaConfBaseException
 
@@ -45,17 +45,23 @@ def check_run(cfg) -> None:
         check_device(model, "model.device")
     if plain.get("models") is None:
         return
-    scores = bool((plain.get("params") or {}).get("mia"))   # the run scores its models under test (the audit's MIA)
+    mia = (plain.get("params") or {}).get("mia")   # the run scores its models under test (the audit's MIA)
     for node in target_nodes(plain):
         check_node(node, root, models_dir)
-        if scores and is_served(node):
+        if mia and is_served(node):
             check_served_scoring(node)
+    if isinstance(mia, Mapping) and mia.get("reference"):   # the audit's reference model: a conf/model preset
+        check_node(preset(str(mia["reference"]), plain["paths"], plain.get("numerics")), root, models_dir)
 
 
 def check_node(node: Mapping[str, Any], root: Path, models_dir: Path) -> None:
     """One model node: its device, then its files (a kind with ``weights_at_path``, e.g. hf) or its server (a
     ``served`` kind, e.g. openai; backends/registry.py)."""
     check_device(node, "model.device")
+    kind = find_kind(node.get("backend"))
+    if kind is not None and kind.weights_at_path and not node.get("path"):
+        raise ConfigError(f"model.path of {node.get('name') or 'the model'} is empty: point it at a model folder, a "
+                          ".gguf file or a hub id")
     if has_weights_at_path(node):
         check_local_model(str(node["path"]), node.get("gguf_file"), root, models_dir)
     elif is_served(node):
