@@ -16,8 +16,8 @@ from memlab.methods.pearl.tasks import first_words
 
 
 def _rule(n: int) -> decide.ExtractionRule:
-    return decide.ExtractionRule(prefix_tokens=16, suffix_tokens=8, sampler=Sampler(1.0, 40, 1.0), n=n, p=0.5,
-                                 batch_size=4)
+    return decide.ExtractionRule(prefix_tokens=16, suffix_tokens=8, sampler=Sampler(1.0, 40, 1.0), ns=[1, 10**6],
+                                 discoverable_p=0.5, n=n, batch_size=4)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +49,8 @@ def test_extraction_flags_trained_members_and_no_unseen_text(micro):
 
 def test_a_document_shorter_than_the_pair_is_left_out_not_guessed(micro):
     fam, backend = micro
-    rule = decide.ExtractionRule(prefix_tokens=10_000, suffix_tokens=8, sampler=Sampler(1.0, 40, 1.0), n=10,
-                                 p=0.5, batch_size=4)
+    rule = decide.ExtractionRule(prefix_tokens=10_000, suffix_tokens=8, sampler=Sampler(1.0, 40, 1.0), ns=[10],
+                                 discoverable_p=0.5, n=10, batch_size=4)
     lpz, flag = decide.extraction_columns(backend, fam.members, rule)
     assert np.isnan(lpz).all() and np.isnan(flag).all()
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from memlab.audit.judge import fitted_flags, fixed_flags
+from memlab.errors import ConfigError
 from memlab.metrics.blind import NAME as BLIND, zlib_compressibility
 from memlab.metrics.extraction_probability import Sampler
 from memlab.metrics.mia import judged_names   # the MIA scores the audit judges (higher = more likely a member)
@@ -36,20 +37,27 @@ def pearl_frame(pearl, tasks: Sequence[str], sources: Mapping[str, list], domain
 
 @dataclass(frozen=True)
 class ExtractionRule:
-    """Probabilistic extraction as the audit decides it (Hayes et al. 2024; :mod:`memlab.metrics.extraction_probability`):
-    a document is flagged when the ``suffix_tokens`` after its first ``prefix_tokens`` tokens are (n, p)-discoverable
-    under ``sampler``, i.e. emitted at least once in ``n`` samples with probability ≥ ``p``."""
+    """Probabilistic extraction as the audit decides it (Hayes et al. 2024; :mod:`memlab.metrics.extraction_probability`;
+    conf/extraction/hayes.yaml): a document is flagged when the ``suffix_tokens`` after its first ``prefix_tokens``
+    tokens are (n, p)-discoverable under ``sampler``, i.e. emitted at least once in ``n`` samples (one of the grid
+    ``ns`` the zoo experiments read) with probability ≥ ``discoverable_p``."""
 
     prefix_tokens: int = field(metadata=check(ge=1))
     suffix_tokens: int = field(metadata=check(ge=1))
     sampler: Sampler
+    ns: list[int] = field(metadata=check(ge=1, nonempty=True))
+    discoverable_p: float = field(metadata=check(gt=0, le=1))
     n: int = field(metadata=check(ge=1))
-    p: float = field(metadata=check(gt=0, le=1))
     batch_size: int = field(metadata=check(ge=1))      # pairs per forward pass
 
+    def __post_init__(self):
+        if self.n not in self.ns:
+            raise ConfigError(f"params.extraction.n={self.n} must be one of the grid ns {list(self.ns)} the zoo "
+                              "experiments read (its ground truth)")
+
     def rule(self) -> str:
-        return (f"the {self.suffix_tokens} tokens after the first {self.prefix_tokens} (n={self.n:g}, p={self.p:g})-"
-                f"discoverable under {self.sampler.label()}")
+        return (f"the {self.suffix_tokens} tokens after the first {self.prefix_tokens} (n={self.n:g}, "
+                f"p={self.discoverable_p:g})-discoverable under {self.sampler.label()}")
 
 
 EXTRACTION = "extraction (p_z)"            # the audit's row label of the extraction rule
@@ -117,7 +125,7 @@ def extraction_columns(backend, docs: list, rule: ExtractionRule) -> tuple[np.nd
         (got,) = log_p_z(backend.model, pairs, samplers=[rule.sampler.settings()], batch_size=rule.batch_size,
                          pad_token_id=backend.pad_token_id)
         lpz[long] = got
-        flag[long] = (discoverable_rate(np.exp(got), rule.n) >= rule.p).astype(float)
+        flag[long] = (discoverable_rate(np.exp(got), rule.n) >= rule.discoverable_p).astype(float)
     return lpz, flag
 
 
