@@ -36,7 +36,14 @@ except ImportError:  # pragma: no cover
 
 import torch  # noqa: E402
 
+from memlab.runner.execute import _without_iri_grammar  # noqa: E402
+
 torch.set_num_threads(1)
+# nbformat validates with jsonschema, whose optional IRI format checker imports rfc3987_syntax, which compiles a Lark
+# grammar on import: 5 s of each worker's collection here (test modules import nbformat, and the runs the tests
+# execute in-process validate notebooks). The runner's own process goes without that one checker (notebook schemas
+# use no IRI format); so do the test processes.
+_without_iri_grammar()
 
 # The micro model: members / nonmembers are KJV chapters (ids from memlab.data.sources.kjv).
 MICRO_MEMBERS = ("kjv/chapter/Ruth/1", "kjv/chapter/Ruth/2", "kjv/chapter/Ruth/3", "kjv/chapter/Ruth/4")
