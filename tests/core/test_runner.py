@@ -25,10 +25,18 @@ def _run(micro_zoo, results, *extra):
     return subprocess.run(args, capture_output=True, text=True, timeout=600)
 
 
-def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, tmp_path):
-    r1 = _run(micro_zoo, tmp_path / "a")
+@pytest.fixture(scope="module")
+def first_run(micro_zoo, tmp_path_factory):
+    """The demo's first run (W&B offline): what the determinism test checks and reruns, and the good result the
+    failed-run test fails a run of the same key over (in its own copy): one demo run fewer per session."""
+    results = tmp_path_factory.mktemp("first-run")
+    return _run(micro_zoo, results), results
+
+
+def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, first_run, tmp_path):
+    r1, results = first_run
     assert r1.returncode == 0, r1.stderr[-3000:]
-    runs = list((tmp_path / "a" / "memorization_curve").iterdir())
+    runs = list((results / "memorization_curve").iterdir())
     assert len(runs) == 1 and runs[0].name.startswith("cont_len=8,epoch_every=1,family=micro,")
     out = runs[0]
     for f in ("memorization_curve.ipynb", "memorization_curve.html", "config.yaml", "metrics.json",
@@ -45,9 +53,9 @@ def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, tmp_path):
     assert list(micro_zoo.glob("wandb/offline-run-*"))
     # same config + seed ⇒ identical metrics and tables (the second run is served from the response cache,
     # which must give the same answers as computing them)
-    r2 = _run(micro_zoo, tmp_path / "b", "logger=null")
+    r2 = _run(micro_zoo, tmp_path, "logger=null")
     assert r2.returncode == 0, r2.stderr[-3000:]
-    out2 = next((tmp_path / "b" / "memorization_curve").iterdir())
+    out2 = next((tmp_path / "memorization_curve").iterdir())
     assert (out2 / "metrics.json").read_text() == (out / "metrics.json").read_text()
     assert (out2 / "tables" / "continuation_rate.csv").read_text() == (out / "tables" / "continuation_rate.csv").read_text()
 
@@ -78,14 +86,16 @@ def test_out_of_range_param_names_key_value_and_range(micro_zoo, tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == ("memlab: error: config key params.epoch_every=0: must be ≥ 1")
 
 
-def test_failed_run_keeps_the_previous_good_result(micro_zoo, tmp_path):
-    good = _run(micro_zoo, tmp_path, "logger=null", "params.sizes=[xs]", "params.epochs=[2]")
+def test_failed_run_keeps_the_previous_good_result(micro_zoo, first_run, tmp_path):
+    import shutil
+
+    good, results = first_run
     assert good.returncode == 0, good.stderr[-2000:]
+    shutil.copytree(results, tmp_path, dirs_exist_ok=True)   # the good result, in a results folder of this test's own
     (run,) = [p for p in (tmp_path / "memorization_curve").iterdir() if not p.name.startswith(".")]
     before = {f.relative_to(run): f.read_bytes() for f in run.rglob("*") if f.is_file()}
-    # paths.* stay out of the run key: same key, and the notebook fails (no models there)
-    bad = _run(micro_zoo, tmp_path, "logger=null", "params.sizes=[xs]", "params.epochs=[2]",
-               f"paths.models={tmp_path / 'no-models'}")
+    # logger and paths.* stay out of the run key: same key, and the notebook fails (no models there)
+    bad = _run(micro_zoo, tmp_path, "logger=null", f"paths.models={tmp_path / 'no-models'}")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     errors = [line for line in bad.stderr.splitlines() if line.startswith("memlab: error:")]
     assert len(errors) == 1 and bad.stderr.strip().splitlines()[-1] == errors[0], bad.stderr[-2000:]
