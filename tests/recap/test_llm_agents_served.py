@@ -38,7 +38,9 @@ def test_llm_agents_run_end_to_end_through_a_llama_cpp_server(zoo, tmp_path, cap
                                        "~method.targets.tiny-neox-kjv-aligned",
                                        # short agent answers: the test is the path, not their quality
                                        "method.agents.max_new_tokens.jailbreak=48",
-                                       "method.agents.max_new_tokens.feedback=48"])
+                                       "method.agents.max_new_tokens.feedback=48",
+                                       # one book of each kind is the path: one release note (of 2), ~9 s of agents
+                                       "method.echotrace.non_training.n_docs=1"])
         OmegaConf.update(cfg, "method.agents.llm", served_node(
             name="smollm2-agents", base_url=url, model_id="smollm2", chat=True, concurrency=1, max_retries=0,
             timeout=120), merge=False)
