@@ -82,17 +82,11 @@ def test_progress_is_silent_without_a_runner(monkeypatch, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_runner_console_shows_cells_and_model_progress(zoo_builder, one_chapter_family, tmp_path):
+def test_runner_console_shows_cells_and_model_progress(first_run):
     """The real runner on the real demo notebook, stderr captured (not a TTY): cell k/N lines and the
-    backend's generate progress with requests arrive from the kernel."""
-    import subprocess
-    import sys
-
-    zoo = zoo_builder(tmp_path / "zoo", one_chapter_family)
-    r = subprocess.run([sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
-                        f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}", f"paths.results={tmp_path}",
-                        "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8", "logger=null", "cache=null"],
-                       capture_output=True, text=True, timeout=600)
+    backend's generate progress with requests arrive from the kernel (the demo's first run, tests/core/conftest.py:
+    its response cache starts empty)."""
+    r, _ = first_run
     assert r.returncode == 0, r.stderr[-2000:]
     progress = [line for line in r.stderr.splitlines() if line.startswith("memlab: memorization_curve · cell")]
     assert any("cell 1/" in line for line in progress), r.stderr

@@ -8,29 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-
-
-@pytest.fixture(scope="module")
-def micro_zoo(tmp_path_factory, zoo_builder, two_chapter_family):
-    return zoo_builder(tmp_path_factory.mktemp("zoo"), two_chapter_family)
-
-
-def _run(micro_zoo, results, *extra):
-    args = [sys.executable, "-m", "memlab.run", "experiment=memorization_curve", "params.family=micro",
-            f"paths.zoo={micro_zoo / 'conf'}", f"paths.models={micro_zoo / 'models'}",
-            f"paths.results={results}", f"paths.cache={micro_zoo / 'cache'}",
-            "params.n_probes=6", "params.prefix_len=8", "params.cont_len=8", "params.epoch_every=1", *extra]
-    if "logger=null" not in extra:
-        args.append(f"logger.dir={micro_zoo}")
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def first_run(micro_zoo, tmp_path_factory):
-    """The demo's first run (W&B offline): what the determinism test checks and reruns, and the good result the
-    failed-run test fails a run of the same key over (in its own copy): one demo run fewer per session."""
-    results = tmp_path_factory.mktemp("first-run")
-    return _run(micro_zoo, results), results
+from tests.core.conftest import run_demo
 
 
 def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, first_run, tmp_path):
@@ -53,7 +31,7 @@ def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, first_run, tmp_pat
     assert list(micro_zoo.glob("wandb/offline-run-*"))
     # same config + seed ⇒ identical metrics and tables (the second run is served from the response cache,
     # which must give the same answers as computing them)
-    r2 = _run(micro_zoo, tmp_path, "logger=null")
+    r2 = run_demo(micro_zoo, tmp_path, "logger=null")
     assert r2.returncode == 0, r2.stderr[-3000:]
     out2 = next((tmp_path / "memorization_curve").iterdir())
     assert (out2 / "metrics.json").read_text() == (out / "metrics.json").read_text()
@@ -61,20 +39,21 @@ def test_demo_runs_end_to_end_and_is_deterministic(micro_zoo, first_run, tmp_pat
 
 
 def test_sweep_runs_never_overwrite(micro_zoo, tmp_path):
-    r = _run(micro_zoo, tmp_path, "--multirun", "seed=0,1", "params.sizes=[xs]", "params.epochs=[2]", "logger=null")
+    r = run_demo(micro_zoo, tmp_path, "--multirun", "seed=0,1", "params.sizes=[xs]", "params.epochs=[2]",
+                 "logger=null")
     assert r.returncode == 0, r.stderr[-3000:]
     runs = sorted(p.name for p in (tmp_path / "memorization_curve").iterdir() if p.name != "sweeps")  # + summary
     assert len(runs) == 2 and any("seed=0" in k for k in runs) and any("seed=1" in k for k in runs)
 
 
 def test_bad_param_value_is_one_line(micro_zoo, tmp_path):
-    r = _run(micro_zoo, tmp_path, "params.cont_len=0", "logger=null")
+    r = run_demo(micro_zoo, tmp_path, "params.cont_len=0", "logger=null")
     assert r.returncode == 2
     assert "cont_len" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_bad_param_type_fails_before_any_model_loads(micro_zoo, tmp_path):
-    r = _run(micro_zoo, tmp_path, "params.n_probes=abc", "logger=null")
+    r = run_demo(micro_zoo, tmp_path, "params.n_probes=abc", "logger=null")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "params.n_probes='abc'" in lines[0] and "integer" in lines[0], r.stderr
@@ -82,7 +61,7 @@ def test_bad_param_type_fails_before_any_model_loads(micro_zoo, tmp_path):
 
 
 def test_out_of_range_param_names_key_value_and_range(micro_zoo, tmp_path):
-    r = _run(micro_zoo, tmp_path, "params.epoch_every=0", "logger=null")
+    r = run_demo(micro_zoo, tmp_path, "params.epoch_every=0", "logger=null")
     assert r.returncode == 2 and r.stderr.strip() == ("memlab: error: config key params.epoch_every=0: must be ≥ 1")
 
 
@@ -95,7 +74,7 @@ def test_failed_run_keeps_the_previous_good_result(micro_zoo, first_run, tmp_pat
     (run,) = [p for p in (tmp_path / "memorization_curve").iterdir() if not p.name.startswith(".")]
     before = {f.relative_to(run): f.read_bytes() for f in run.rglob("*") if f.is_file()}
     # logger and paths.* stay out of the run key: same key, and the notebook fails (no models there)
-    bad = _run(micro_zoo, tmp_path, "logger=null", f"paths.models={tmp_path / 'no-models'}")
+    bad = run_demo(micro_zoo, tmp_path, "logger=null", f"paths.models={tmp_path / 'no-models'}")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     errors = [line for line in bad.stderr.splitlines() if line.startswith("memlab: error:")]
     assert len(errors) == 1 and bad.stderr.strip().splitlines()[-1] == errors[0], bad.stderr[-2000:]
