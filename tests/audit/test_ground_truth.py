@@ -100,6 +100,8 @@ def test_recaps_row_names_the_zoo_targets_and_texts_it_pooled(tmp_path):
 
     tables = tmp_path / "audit_selfcheck" / "default" / "tables"
     tables.mkdir(parents=True)
+    # a run of its own (run.json), so this table is read, not the copy shipped with memlab
+    (tables.parent / "run.json").write_text(json.dumps({"key": "default", "commit": "abcdef0123"}))
     cols = ("method,recall_k,recall_n,fpr_k,fpr_n,checkpoints,runs,band,recall_runs_min,recall_runs_max,fpr_runs_min,"
             "fpr_runs_max,recall_band_low,recall_band_high,fpr_band_low,fpr_band_high")
     (tables / "selfcheck_rates.csv").write_text(cols + "\nRECAP,4,38,0,35,2,2,0.95,0,0.12,0,0,0,0.49,0,0.49\n"
