@@ -230,13 +230,13 @@ def test_an_empty_model_path_is_refused_before_the_notebook():
 
 
 def test_the_audits_reference_model_is_checked_like_the_model_under_test(tmp_path):
-    line = audit("params.mia.reference=nosuch")
-    assert "unknown model 'nosuch'" in line and "gemma-3-270m" in line
-    # a known preset whose weights are not built (the model under test a whole folder): named before any model loads
-    model = tmp_path / "mine"
+    model = tmp_path / "mine"   # the model under test: a whole folder (a fresh clone has built no model yet)
     model.mkdir()
     (model / "config.json").write_text('{"model_type": "llama"}')
     (model / "tokenizer.json").write_text("{}")
     (model / "model.safetensors").write_bytes(safetensors())
+    line = audit(f"model.path={model}", "params.mia.reference=nosuch")
+    assert "unknown model 'nosuch'" in line and "gemma-3-270m" in line
+    # a known preset whose weights are not built: named before any model loads
     line = audit(f"model.path={model}", "params.mia.reference=gemma-3-270m", f"paths.models={tmp_path}")
     assert str(tmp_path / "gemma-3-270m") in line and "make models" in line
