@@ -225,6 +225,7 @@ class Relay:
         self._handler = _CellLog(self)
         self._prev_env = os.environ.get(ENV)
         self._said: set[str] = set()
+        self._state = threading.Lock()   # the kernel's cells (main thread) and the reader thread change one state
 
     def __enter__(self) -> "Relay":
         os.environ[ENV] = str(self.path)  # the kernel inherits it
@@ -251,29 +252,34 @@ class Relay:
     def say(self, line: str) -> None:
         """A kernel's warning/note on the runner's console, once per distinct line (a tty's status line is
         cleared first and comes back at the next update)."""
-        if line in self._said:
-            return
-        self._said.add(line)
-        self.stream.write(("\r" + " " * 160 + "\r" if self.tty else "") + line + "\n")
-        self.stream.flush()
+        with self._state:
+            if line in self._said:
+                return
+            self._said.add(line)
+            self.stream.write(("\r" + " " * 160 + "\r" if self.tty else "") + line + "\n")
+            self.stream.flush()
 
     def kick(self) -> None:
         self._wake.set()
 
     def start_cell(self, cell: int) -> None:
-        self.cell, self.rec, self.outer, self.overall = cell, None, None, None
-        self._started.append(cell)
+        with self._state:
+            self.cell, self.rec, self.outer, self.overall = cell, None, None, None
+            self._started.append(cell)
         self.kick()
 
     def _read(self) -> None:
+        """The records the kernel appended since the last read. Only whole lines are taken: a line caught while the
+        kernel is still writing it stays in the file for the next read (taken half, it would be lost)."""
         try:
-            with self.path.open(encoding="utf-8") as f:
+            with self.path.open("rb") as f:
                 f.seek(self._pos)
                 chunk = f.read()
-                self._pos = f.tell()
         except OSError:
             return
-        for line in chunk.splitlines():
+        whole = chunk[:chunk.rfind(b"\n") + 1]
+        self._pos += len(whole)
+        for line in whole.decode("utf-8", errors="replace").splitlines():
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
@@ -298,9 +304,10 @@ class Relay:
         while True:
             self._wake.wait(self.every)
             self._wake.clear()
-            self._read()
             stopping = self._stop.is_set()
-            self._show(time.time())  # also when stopping: what arrived last (a task's n/n) is not lost
+            with self._state:   # a cell starting between the read and the line would drop what was just read
+                self._read()
+                self._show(time.time())  # also when stopping: what arrived last (a task's n/n) is not lost
             if stopping:
                 break
 
