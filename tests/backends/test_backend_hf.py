@@ -439,3 +439,23 @@ def test_wide_output_layer_is_computed_transposed_for_few_rows():
                                               num_attention_heads=2, intermediate_size=64))
     _transposed_output_layer(narrow)
     assert "forward" not in vars(narrow.get_output_embeddings())
+
+
+def test_position_stats_in_steps_give_the_bits_of_one_pass(monkeypatch):
+    """HFBackend.score reduces a 262k vocabulary STATS_ROWS positions at a time (memory); every number must be the
+    bits one pass over all positions gives: logits as a model gives them (float32, a peaked distribution, masked
+    tokens at -inf), 200 positions = three full steps and a short one."""
+    import torch
+
+    from memlab.backends import hf
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(200, 50_000, generator=g) * 4
+    logits[:, :100] = float("-inf")
+    logits[torch.arange(200), torch.randint(100, 50_000, (200,), generator=g)] += 30
+    targets = torch.randint(100, 50_000, (199,), generator=g)
+    steps = hf.position_stats(logits[:199], targets)
+    monkeypatch.setattr(hf, "STATS_ROWS", 10_000)
+    one = hf.position_stats(logits[:199], targets)
+    assert hf.STATS_ROWS > 199 and len(steps[0]) == 199
+    assert steps == one   # float lists: exact equality of every value
