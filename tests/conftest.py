@@ -239,18 +239,22 @@ def installed_package(tmp_path_factory) -> dict:
 
 # The files that take most of `make test`'s time (measured with `pytest --durations=0` on this 2-core machine: each
 # ≥ 17 s of setup + calls, together ~1,300 of ~1,550 test-seconds): marked `slow`, so `make test-fast`
-# (-m "not slow and not vendors") runs everything else as a quick loop. `make test` runs them all, these first and
-# slowest first (the order below: each file's setup + calls summed in one `make test`, ~10 min). xdist's worksteal
-# hands each worker a contiguous half of the tests and balances the end by moving tests queued last: in collection
-# order those included the suite's longest tests (scale/, recap/), and one worker sat ~25 s idle while the other
-# finished one; slow files first, the tests left at the end are short ones.
+# (-m "not slow and not vendors") runs everything else as a quick loop. `make test` runs them all, and first, in the
+# order below. xdist's worksteal hands each worker a contiguous half of the tests and balances the end by moving the
+# tests queued last; in collection order those included the suite's longest (scale/, recap/), and one worker sat
+# ~25 s idle while the other finished one. Slow files first, the tests left at the end are short ones. The order is
+# slowest first (each file's setup + calls in one `make test`, ~10 min), but files that share a fixture's work sit
+# side by side near the front, where one worker runs them all (test_progress.py reads the console of
+# test_runner.py's first run, tests/core/conftest.py; the HF side of test_served_scoring.py and test_score_bos.py
+# loads the SmolLM2 conversion a fresh clone makes once), and the workers meet about halfway through the slow
+# files' time, which files of independent tests (test_reproduce.py on) absorb without repeating a module fixture.
 SLOW_FILES = (
-    "notebooks/test_notebooks.py", "core/test_runner.py", "scale/test_launchers.py", "recap/test_llm_agents_served.py",
-    "report/test_sweeps.py", "core/test_reproduce.py", "core/test_dvc_deps.py", "backends/test_served_scoring.py",
-    "backends/test_score_bos.py", "report/test_lab.py", "faults/test_run_faults.py", "report/test_site.py",
-    "audit/test_audit_cli.py", "recap/test_aligned.py", "core/test_config.py", "core/test_preflight.py",
-    "core/test_model_override.py", "backends/test_backend_hf.py", "core/test_progress.py", "core/test_cli.py",
-    "data/test_data_stage_portable.py", "core/test_config_reads.py", "core/test_validation.py",
+    "notebooks/test_notebooks.py", "core/test_runner.py", "core/test_progress.py", "backends/test_served_scoring.py",
+    "backends/test_score_bos.py", "scale/test_launchers.py", "recap/test_llm_agents_served.py",
+    "report/test_sweeps.py", "core/test_dvc_deps.py", "core/test_reproduce.py", "report/test_lab.py",
+    "faults/test_run_faults.py", "report/test_site.py", "audit/test_audit_cli.py", "recap/test_aligned.py",
+    "core/test_config.py", "core/test_preflight.py", "core/test_model_override.py", "backends/test_backend_hf.py",
+    "core/test_cli.py", "data/test_data_stage_portable.py", "core/test_config_reads.py", "core/test_validation.py",
     "faults/test_relay_warnings.py", "audit/test_selfcheck.py", "core/test_numerics_machines.py",
 )
 
