@@ -219,6 +219,41 @@ def one_chapter_family() -> dict:
     return copy.deepcopy(ONE_CHAPTER_FAMILY)
 
 
+def seed_sweep(zoo: Path, results: Path, *extra: str, family: str = "micro"):
+    """The README's cluster sweep, small: ``python -m memlab.run -m experiment=memorization_curve seed=0,1`` on
+    ``zoo`` (a :data:`ONE_CHAPTER_FAMILY` zoo) into ``results``, no response cache; ``extra``: the launcher, ..."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "seed=0,1",
+           f"params.family={family}", f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}",
+           f"paths.results={results}", "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8",
+           "logger=null", "cache=null", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def seed_sweeper():
+    """:func:`seed_sweep`, for the launcher tests."""
+    return seed_sweep
+
+
+@pytest.fixture(scope="session")
+def launch_zoo(tmp_path_factory, one_chapter_family) -> Path:
+    """The one-chapter family's zoo the seed sweeps run on."""
+    return build_test_zoo(tmp_path_factory.mktemp("launch-zoo"), one_chapter_family)
+
+
+@pytest.fixture(scope="session")
+def basic_seed_sweep(launch_zoo, tmp_path_factory) -> Path:
+    """The results folder of the seed sweep through Hydra's basic launcher, run once for two files: what the
+    distributed launchers must match (scale/test_launchers.py), and two runs of a sweep that must not overwrite
+    each other (core/test_runner.py)."""
+    out = tmp_path_factory.mktemp("basic")
+    r = seed_sweep(launch_zoo, out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
 @pytest.fixture(scope="session")
 def installed_package(tmp_path_factory) -> dict:
     """The environment of a user who installed memlab (``pip install .``) outside any checkout, without the install:

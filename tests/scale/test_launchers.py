@@ -6,22 +6,19 @@ refused in one line. These are the commands the README's cluster section shows."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory, zoo_builder, one_chapter_family):
-    return zoo_builder(tmp_path_factory.mktemp("launch-zoo"), one_chapter_family)
+def zoo(launch_zoo):
+    return launch_zoo
 
 
-def sweep(zoo, results, *extra, family="micro"):
-    cmd = [sys.executable, "-m", "memlab.run", "-m", "experiment=memorization_curve", "seed=0,1",
-           f"params.family={family}", f"paths.zoo={zoo / 'conf'}", f"paths.models={zoo / 'models'}",
-           f"paths.results={results}", "params.n_probes=4", "params.prefix_len=8", "params.cont_len=8",
-           "logger=null", "cache=null", *extra]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+@pytest.fixture(scope="module")
+def sweep(seed_sweeper):
+    """``sweep(zoo, results, *extra, family="micro")``: the seed sweep (tests/conftest.py), with a launcher."""
+    return seed_sweeper
 
 
 def metrics(results):
@@ -31,14 +28,11 @@ def metrics(results):
 
 
 @pytest.fixture(scope="module")
-def basic(zoo, tmp_path_factory):
-    out = tmp_path_factory.mktemp("basic")
-    r = sweep(zoo, out)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return metrics(out)
+def basic(basic_seed_sweep):
+    return metrics(basic_seed_sweep)
 
 
-def test_a_submitit_sweep_matches_the_basic_launcher(zoo, basic, tmp_path):
+def test_a_submitit_sweep_matches_the_basic_launcher(zoo, sweep, basic, tmp_path):
     r = sweep(zoo, tmp_path, "hydra/launcher=submitit_local")
     assert r.returncode == 0, r.stderr[-3000:]
     got = metrics(tmp_path)
@@ -46,7 +40,7 @@ def test_a_submitit_sweep_matches_the_basic_launcher(zoo, basic, tmp_path):
     assert got == basic  # same runs, same folders, same numbers
 
 
-def test_a_ray_sweep_matches_the_basic_launcher_and_its_failing_jobs_are_one_line_each(zoo, basic, tmp_path):
+def test_a_ray_sweep_matches_the_basic_launcher_and_its_failing_jobs_are_one_line_each(zoo, sweep, basic, tmp_path):
     """One Ray cluster for both checks (its start is most of the cost): the sweep's two good points give the basic
     launcher's folders and numbers; its two points on an unknown family fail on a worker, one line each on the
     driver, and exit 2."""
@@ -65,6 +59,6 @@ def test_a_ray_sweep_matches_the_basic_launcher_and_its_failing_jobs_are_one_lin
     (["hydra/launcher=submitit_slurm"], "needs Slurm's `sbatch`"),
     (["hydra/launcher=ray", "hydra.launcher.ray.init.address=ray://127.0.0.1:9"], "cannot reach the Ray cluster"),
 ])
-def test_launchers_that_cannot_work_here_are_one_line(zoo, tmp_path, extra, fix):
+def test_launchers_that_cannot_work_here_are_one_line(zoo, sweep, tmp_path, extra, fix):
     r = sweep(zoo, tmp_path, *extra)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and fix in r.stderr, r.stderr
