@@ -25,7 +25,9 @@ median seconds of each, their ratio, and whether the tokens are identical (they 
 
 ``score_stats_memory``: Min-K%++'s per-position vocabulary statistics for one 512-token text at Gemma-3's 262k
 vocabulary, computed ``hf.STATS_ROWS`` positions at a time (what scoring does) and in one pass, each in a fresh
-process: the extra peak RSS and seconds of each, side by side (measured here: 839 MB vs 6,279 MB, 5.5 s vs 11.7 s).
+process: the extra peak RSS and seconds of each, side by side, and the log-probs alone (``vocab=False``: a reference
+model's loss). Measured here under a test run's load: steps 823 MB / 9.1 s, one pass 6,279 MB / 24.8 s, log-probs
+alone 388 MB / 2.4 s.
 
 ``quick``: every section on the test suite's micro GPT-NeoX with fewer prompts, one output-layer shape — the code
 paths in seconds, not numbers to compare.
@@ -240,13 +242,13 @@ def run(quick: bool = False, model_path: str | None = None) -> dict:
 _STATS_CHILD = """
 import resource, sys, time, torch
 from memlab.backends import hf
-rows, vocab, step = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+rows, vocab, step, stats = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 g = torch.Generator().manual_seed(0)
 logits, targets = torch.randn(rows, vocab, generator=g), torch.randint(0, vocab, (rows,), generator=g)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 hf.STATS_ROWS = step
 t0 = time.perf_counter()
-hf.position_stats(logits, targets)
+hf.position_stats(logits, targets, stats)
 print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - t0)
 """
 
@@ -254,7 +256,8 @@ print(before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_coun
 def _score_stats_memory(quick: bool) -> dict:
     """Min-K%++'s vocabulary statistics (``hf.position_stats``) for one text of Gemma-3's size (512 positions × 262,144
     tokens; quick: 200 × 8,192), in steps of ``hf.STATS_ROWS`` positions and in one pass over all positions, each in a
-    fresh process: peak RSS above what the logits already take (MB), seconds, and their ratios."""
+    fresh process: peak RSS above what the logits already take (MB), seconds, and their ratios; and the log-probs
+    alone (``vocab=False``, a reference model's loss) in the same steps."""
     import subprocess
     import sys
 
@@ -262,8 +265,8 @@ def _score_stats_memory(quick: bool) -> dict:
 
     rows, vocab = (200, 8192) if quick else (512, 262_144)
     out = {"positions": rows, "vocabulary": vocab, "step": hf.STATS_ROWS}
-    for name, step in (("steps", hf.STATS_ROWS), ("one_pass", rows)):
-        r = subprocess.run([sys.executable, "-c", _STATS_CHILD, str(rows), str(vocab), str(step)],
+    for name, step, stats in (("steps", hf.STATS_ROWS, 1), ("one_pass", rows, 1), ("loss_only", hf.STATS_ROWS, 0)):
+        r = subprocess.run([sys.executable, "-c", _STATS_CHILD, str(rows), str(vocab), str(step), str(stats)],
                            capture_output=True, text=True, check=True, env={**__import__("os").environ,
                                                                              "OMP_NUM_THREADS": "1"})
         before, peak, seconds = r.stdout.split()
@@ -271,6 +274,7 @@ def _score_stats_memory(quick: bool) -> dict:
         out[f"{name}_s"] = round(float(seconds), 3)
     out["one_pass_over_steps_extra_peak"] = round(out["one_pass_extra_peak_mb"] / max(out["steps_extra_peak_mb"], 0.1), 2)
     out["one_pass_over_steps_s"] = round(out["one_pass_s"] / out["steps_s"], 2)
+    out["steps_over_loss_only_s"] = round(out["steps_s"] / out["loss_only_s"], 2)
     return out
 
 

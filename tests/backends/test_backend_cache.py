@@ -227,3 +227,20 @@ def test_resume_after_sigkill_repeats_no_finished_sample(micro_family, micro_bac
     gens = third.generate(reqs)
     assert third.misses == 0 and all(g.cached for g in gens)
     assert [[[s.text, s.token_ids, s.finish_reason] for s in g.samples] for g in gens] == resumed
+
+
+def test_a_loss_only_score_is_the_same_log_probs_and_never_served_for_min_k_pp(micro_family, micro_backend, tmp_path):
+    """``score(vocab=False)`` (the audit's reference model: only its loss is read) leaves out Min-K%++'s statistics
+    and keeps every log-prob's bits; the cache keeps it apart, so a later full request computes the statistics
+    rather than getting None from the lean entry."""
+    texts = [d.text[:300] for d in micro_family.members[:3]]
+    lean = micro_backend.score(texts, vocab=False)
+    full = micro_backend.score(texts)
+    assert all(s.vocab_mean is None and s.vocab_std is None for s in lean)
+    assert [s.logprobs for s in lean] == [s.logprobs for s in full] and all(s.vocab_std for s in full)
+    cache = CachedBackend(micro_backend, tmp_path / "c.sqlite")
+    assert [s.logprobs for s in cache.score(texts, vocab=False)] == [s.logprobs for s in lean]
+    got = cache.score(texts)
+    assert cache.hits == 0 and all(s.vocab_std is not None for s in got)
+    assert [s.vocab_mean for s in got] == [s.vocab_mean for s in full]
+    assert cache.score(texts, vocab=False)[0].vocab_mean is None and cache.hits == 3

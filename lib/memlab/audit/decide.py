@@ -89,7 +89,7 @@ def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_wo
         f["blind"] = [zlib_compressibility(t) for t in texts]
         if reference is not None:
             losses = [(nll_per_byte(a, t), nll_per_byte(b, t)) for a, b, t in
-                      zip(target, reference.score(texts), texts)]
+                      zip(target, reference.score(texts, vocab=False), texts)]
             for r in reference_scores(across_tokenizers=True):
                 f[r.name] = [r.raw(*pair) for pair in losses]
         if extraction is not None:

@@ -157,8 +157,10 @@ class Backend(abc.ABC):
     def generate(self, requests: Sequence[GenerationRequest], *, progress: bool = False) -> list[Generation]:
         """Generate for every request, in order. Batched internally."""
 
-    def score(self, texts: Sequence[str], *, progress: bool = False) -> list[TokenScores]:
-        """Per-token log-probs of each text. Raises NotImplementedError where the backend can't."""
+    def score(self, texts: Sequence[str], *, progress: bool = False, vocab: bool = True) -> list[TokenScores]:
+        """Per-token log-probs of each text. ``vocab=False``: only the log-probs are wanted (a reference model's
+        loss), so a backend may leave out ``vocab_mean``/``vocab_std`` (None) and what they cost. Raises
+        NotImplementedError where the backend can't."""
         raise NotImplementedError(f"{type(self).__name__} cannot return per-token log-probs")
 
     def render_chat(self, messages: Sequence[Message]) -> str:

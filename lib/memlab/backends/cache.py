@@ -112,9 +112,11 @@ class CachedBackend(Backend):
         return _digest({"model": self.model_id, "revision": self.revision, **self._numerics(), "method": "generate",
                         "request": fields, "sample": effective_index(request, index)})
 
-    def score_key(self, text: str) -> str:
+    def score_key(self, text: str, vocab: bool = True) -> str:
         payload = {"model": self.model_id, "revision": self.revision, **self._numerics(), "method": "score",
                    "text": text}
+        if not vocab:   # log-probs without Min-K%++'s statistics: never served where the statistics are wanted
+            payload["vocab"] = False
         variant = getattr(self.inner, "score_variant", None)
         if variant:  # e.g. Min-K%++ statistics approximated from top-k log-probs: never mixed with exact ones
             payload["variant"] = variant
@@ -171,7 +173,7 @@ class CachedBackend(Backend):
                     self._put(keys[missing[pos]], "generate", _encode_sample(res))
                     bar.advance(1, requests=1)
 
-                if _accepts_on_done(getattr(self.inner, "generate_samples", None)):
+                if _accepts(getattr(self.inner, "generate_samples", None), "on_done"):
                     computed = self.inner.generate_samples(miss_jobs, progress=progress, on_done=on_done)
                     results.update(zip(miss_jobs, computed))
                 else:
@@ -193,8 +195,8 @@ class CachedBackend(Backend):
         return out
 
     # ---- scoring -------------------------------------------------------------------------------------------
-    def score(self, texts: Sequence[str], *, progress: bool = False) -> list[TokenScores]:
-        keys = [self.score_key(t) for t in texts]
+    def score(self, texts: Sequence[str], *, progress: bool = False, vocab: bool = True) -> list[TokenScores]:
+        keys = [self.score_key(t, vocab) for t in texts]
         found = self._get_many(keys)
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
         self.hits += len(texts) - len(todo)
@@ -204,17 +206,19 @@ class CachedBackend(Backend):
             bar.advance(len(texts) - len(todo), hits=len(texts) - len(todo))
             if todo:
                 def on_done(pos: int, res: TokenScores) -> None:
-                    self._put(self.score_key(todo[pos]), "score", _encode_scores(res))
+                    self._put(self.score_key(todo[pos], vocab), "score", _encode_scores(res))
                     bar.advance(1, requests=1)
 
-                if _accepts_on_done(getattr(self.inner, "score", None)):
-                    scored.update(zip(todo, self.inner.score(todo, progress=progress, on_done=on_done)))
+                inner = self.inner.score
+                lean = {} if vocab or not _accepts(inner, "vocab") else {"vocab": False}
+                if _accepts(inner, "on_done"):
+                    scored.update(zip(todo, inner(todo, progress=progress, on_done=on_done, **lean)))
                 else:
                     for start in range(0, len(todo), _FALLBACK_CHUNK):
                         chunk = todo[start:start + _FALLBACK_CHUNK]
-                        for text, res in zip(chunk, self.inner.score(chunk, progress=progress)):
+                        for text, res in zip(chunk, inner(chunk, progress=progress, **lean)):
                             scored[text] = res
-                            self._put(self.score_key(text), "score", _encode_scores(res))
+                            self._put(self.score_key(text, vocab), "score", _encode_scores(res))
         return [scored[t] if t in scored else _decode_scores(found[k]) for t, k in zip(texts, keys)]
 
     def render_chat(self, messages: Sequence[Message]) -> str:
@@ -293,9 +297,9 @@ def _inode(path: Path) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _accepts_on_done(fn) -> bool:
+def _accepts(fn, keyword: str) -> bool:
     try:
-        return fn is not None and "on_done" in inspect.signature(fn).parameters
+        return fn is not None and keyword in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
 

@@ -238,25 +238,25 @@ class HFBackend(PerSampleBackend):
 
     # ---- scoring -------------------------------------------------------------------------------------------
     def score(self, texts: Sequence[str], *, progress: bool = False,
-              on_done: OnDone | None = None) -> list[TokenScores]:
+              on_done: OnDone | None = None, vocab: bool = True) -> list[TokenScores]:
         """Per-token log-probs (teacher forcing) of each text, tokenized as the model tokenizes a plain prompt.
         ``vocab_mean[j]`` = E_{v~p}[log p(v|<j)], ``vocab_std[j]`` = sqrt(Var_{v~p}[log p(v|<j)])
-        (Min-K%++, Zhang et al. 2024, eq. 2). Position 0 is NaN (no context), unless ``score_bos: prepend``:
+        (Min-K%++, Zhang et al. 2024, eq. 2; ``vocab=False``: None, not computed). Position 0 is NaN (no context), unless ``score_bos: prepend``:
         then the text's tokens (no special tokens) are scored after the tokenizer's BOS (backends/score_bos.py)."""
         if self.score_bos == "tokenizer":
             ids = [self.tokenizer(t)["input_ids"] for t in texts]
-            return self.score_token_ids(ids, progress=progress, on_done=on_done)
+            return self.score_token_ids(ids, progress=progress, on_done=on_done, vocab=vocab)
         bos = self.tokenizer.bos_token_id
         if bos is None:
             raise ConfigError(f"model {self.model_id}: score_bos: prepend, but its tokenizer has no BOS token; "
                               "use score_bos: tokenizer")
         ids = [[bos] + self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         done = None if on_done is None else (lambda k, ts: on_done(k, without_lead(ts)))
-        return [without_lead(ts) for ts in self.score_token_ids(ids, progress=progress, on_done=done)]
+        return [without_lead(ts) for ts in self.score_token_ids(ids, progress=progress, on_done=done, vocab=vocab)]
 
     @torch.inference_mode()
     def score_token_ids(self, ids: Sequence[Sequence[int]], *, progress: bool = False,
-                        on_done: OnDone | None = None) -> list[TokenScores]:
+                        on_done: OnDone | None = None, vocab: bool = True) -> list[TokenScores]:
         order = sorted(range(len(ids)), key=lambda k: (-len(ids[k]), k))
         out: list[TokenScores | None] = [None] * len(ids)
         bar = tqdm(total=len(ids), desc=f"score {self.model_id}", unit="text", disable=not progress)
@@ -266,7 +266,7 @@ class HFBackend(PerSampleBackend):
                 width = max(len(ids[k]) for k in batch)
                 if width == 0:
                     for k in batch:
-                        out[k] = TokenScores([], [], [], [])
+                        out[k] = TokenScores([], [], [] if vocab else None, [] if vocab else None)
                         if on_done is not None:
                             on_done(k, out[k])  # type: ignore[arg-type]
                     bar.update(len(batch))
@@ -282,11 +282,13 @@ class HFBackend(PerSampleBackend):
                     n = len(ids[k])
                     nan = [math.nan]
                     if n <= 1:
-                        out[k] = TokenScores(list(ids[k]), nan * n, nan * n, nan * n)
+                        out[k] = TokenScores(list(ids[k]), nan * n, nan * n if vocab else None,
+                                             nan * n if vocab else None)
                     else:
                         tgt = torch.tensor(list(ids[k][1:]), dtype=torch.long, device=logits.device)
-                        tok_lp, mu, sd = position_stats(logits[r, :n - 1], tgt)
-                        out[k] = TokenScores(list(ids[k]), nan + tok_lp, nan + mu, nan + sd)
+                        tok_lp, mu, sd = position_stats(logits[r, :n - 1], tgt, vocab)
+                        out[k] = TokenScores(list(ids[k]), nan + tok_lp, nan + mu if vocab else None,
+                                             nan + sd if vocab else None)
                     self.usage.add(Usage(1, len(ids[k]), 0, 0.0))
                     if on_done is not None:
                         on_done(k, out[k])  # type: ignore[arg-type]
@@ -299,18 +301,22 @@ class HFBackend(PerSampleBackend):
 STATS_ROWS = 64   # positions per step of position_stats: its float64 temporaries are rows × vocabulary each
 
 
-def position_stats(logits: torch.Tensor, targets: torch.Tensor) -> tuple[list[float], list[float], list[float]]:
+def position_stats(logits: torch.Tensor, targets: torch.Tensor,
+                   vocab: bool = True) -> tuple[list[float], list[float], list[float]]:
     """Per position of ``logits`` (positions × vocabulary): the target token's log-prob, and the mean and standard
     deviation of log p(v) under p (Min-K%++'s ``vocab_mean``/``vocab_std``), in float64. Taken :data:`STATS_ROWS`
     positions at a time: every value is a reduction over one position's row, so the steps give the same bits as one
     pass over all positions (tests/backends check it), while a 262k-token vocabulary's temporaries stay at
-    ~0.1 GB instead of ~1 GB each for 512 positions."""
+    ~0.1 GB instead of ~1 GB each for 512 positions. ``vocab=False``: the log-probs only (the same bits), the
+    statistics left empty."""
     tok_lp: list[float] = []
     mu_all: list[float] = []
     sd_all: list[float] = []
     for a in range(0, len(targets), STATS_ROWS):
         lp = torch.log_softmax(logits[a:a + STATS_ROWS].double(), dim=-1)
         tok_lp += lp.gather(1, targets[a:a + STATS_ROWS, None])[:, 0].tolist()
+        if not vocab:
+            continue
         p = lp.exp()
         plp = torch.where(p > 0, p * lp, torch.zeros_like(lp))  # 0·(-inf) := 0
         mu = plp.sum(-1)

@@ -256,10 +256,11 @@ class OpenAICompatBackend(PerSampleBackend):
 
     # ---- scoring -------------------------------------------------------------------------------------------
     def score(self, texts: Sequence[str], *, progress: bool = False,
-              on_done: OnDone | None = None) -> list[TokenScores]:
+              on_done: OnDone | None = None, vocab: bool = True) -> list[TokenScores]:
         """Per-token log-probs of each text through the server (``can_score``; see the module docstring).
         ``logprobs[0]`` is NaN (no context); ``vocab_mean``/``vocab_std`` are None unless
-        ``vocab_stats: top_k_renormalized``. ``on_done(k, scores)`` as each text finishes (the cache commits it)."""
+        ``vocab_stats: top_k_renormalized``. ``on_done(k, scores)`` as each text finishes (the cache commits it). ``vocab`` is
+        accepted and changes nothing: a server's statistics come with the log-probs."""
         if self.can_score is None:
             raise ScoringUnavailable(f"model {self.model_id}'s server can't return prompt log-probs: "
                                      f"{_MIA_UNAVAILABLE}; {_SCORE_FIX}")
