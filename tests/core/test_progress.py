@@ -78,8 +78,6 @@ def test_relay_prints_the_last_record_when_the_run_ends():
 def test_a_record_caught_half_written_is_read_whole_at_the_next_wake_up():
     """The relay may read the progress file while the kernel is still appending a line; that half line must wait for
     the rest, not be dropped (an audit's last ``units 28/28`` line once went missing from a CI log this way)."""
-    import json
-
     out = io.StringIO()
     relay = Relay("toy", cells=1, stream=out, every=60)
     rec = {"label": "score toy", "done": 7, "total": 7, "t0": 0.0, "t": 1.0, "requests": 0, "hits": 0, "cell": None}

@@ -94,3 +94,16 @@ def test_bad_input_one_line(backend, micro_family, cfg):
     with pytest.raises(MemlabError) as e:
         run_pearl(backend, [short], cfg)
     assert "\n" not in str(e.value)
+
+
+def test_the_wild_loop_tells_each_sources_documents_as_it_finishes_them(backend, micro_family, cfg):
+    """``source_frames`` (pearl_wild's loop, the audit's PEARL part) calls ``scored(n)`` after each (task, source)
+    with its n documents: the audit's overall line counts PEARL's units as they are done, not only when the part
+    ends (a GGUF audit's PEARL part showed units 0/294 and no ETA for five minutes)."""
+    from memlab.methods.pearl.study import source_frames
+
+    told = []
+    sources = {"members": micro_family.members[:3], "others": micro_family.nonmembers[:2]}
+    frames = source_frames(cfg, ["completion"], sources, {"members": "text", "others": "text"}, backend, "raw",
+                           "micro", told.append)
+    assert told == [3, 2] and [len(f) for f in frames] == told

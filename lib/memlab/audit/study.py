@@ -163,7 +163,7 @@ def _pearl(pearl: PearlConfig, p: AuditParams, catalog, node: dict, reference: d
     (read while the MIA holds the model); ``documents``: the sources' documents and the controls' halves
     (:func:`pearl_study.wild_sources`); ``reference``: the reference model's node, or None."""
     with overall.part(parts.PEARL):
-        wild = pearl_study.wild_models(pearl, p.wild, catalog, [node])
+        wild = pearl_study.wild_models(pearl, p.wild, catalog, [node], scored=overall.credit)
     for name, df in wild.tables.items():
         detail.table(f"pearl_{name}", df, show=False)
     for name, fig in wild.figures.items():

@@ -11,6 +11,7 @@ exact members and non-members are known; documents are drawn with :func:`memlab.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from memlab.data.sampling import sample_docs
 from memlab.comparison import paper_mark
@@ -302,11 +303,13 @@ def wild(method: PearlConfig, params: WildParams, run: StudyRun) -> StudyResult:
     return wild_models(method, params, run.catalog, run.targets)
 
 
-def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]) -> StudyResult:
+def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict],
+                scored: Callable[[int], None] | None = None) -> StudyResult:
     """PEARL on pretrained models in the wild (001/003 §4.4–4.5): flagged counts at the paper's thresholds and at
     thresholds calibrated per domain on known-unseen documents (text: post-2024 prose, code: post-cutoff Python, as
     LBPP in the paper), sensitivity per source and task, completion vs summarization. ``targets``: the model nodes
-    under test (:func:`memlab.model_use.target_nodes`), each prompted in :func:`prompt_style`."""
+    under test (:func:`memlab.model_use.target_nodes`), each prompted in :func:`prompt_style`. ``scored(n)`` is told
+    after each (task, source) of its n documents (the audit's overall progress)."""
     import pandas as pd
 
     res = StudyResult()
@@ -315,7 +318,7 @@ def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]
     for model, node in zip(models, targets):
         with catalog.using(node) as backend:
             frames += source_frames(method, p.tasks, sources, {n: s.domain for n, s in p.sources.items()}, backend,
-                                    prompt_style(backend), model)
+                                    prompt_style(backend), model, scored)
     df = with_halves(pd.concat(frames, ignore_index=True), halves)
     res.table("pearl_scores", df.round(4), show=False)
     keys = ["model", "task_kind", "domain", "source"]
@@ -340,7 +343,8 @@ def wild_models(method: PearlConfig, p: WildParams, catalog, targets: list[dict]
     return res
 
 
-def source_frames(method: PearlConfig, tasks, sources: dict, domains: dict, backend, style: str, model: str) -> list:
+def source_frames(method: PearlConfig, tasks, sources: dict, domains: dict, backend, style: str, model: str,
+                  scored: Callable[[int], None] | None = None) -> list:
     """PEARL's per-document frames of every source under each task (``{domain}_{task}``, prompted in ``style``), one
     frame per (task, source): pearl_wild's loop, which the audit and its self-check run too."""
     frames = []
@@ -349,6 +353,8 @@ def source_frames(method: PearlConfig, tasks, sources: dict, domains: dict, back
             cfg = method.replace(task={"name": f"{domains[name]}_{task}", "style": style})
             frames.append(T.pearl_frame(backend, docs, cfg, model=model, source=name, task_kind=task,
                                         domain=domains[name]))
+            if scored:
+                scored(len(docs))
     return frames
 
 
