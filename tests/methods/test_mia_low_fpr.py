@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from memlab.errors import ConfigError
-from memlab.methods.mia_low_fpr import LowFprParams, MethodSubset, Sampler, study
+from memlab.methods.mia_low_fpr import FamilyCheckpoint, LowFprParams, MethodSubset, Sampler, study
 from memlab.metrics.mia import score_names
 from memlab.models.catalog import Catalog
 from memlab.study_run import StudyRun
@@ -28,7 +28,7 @@ def _params(**over) -> LowFprParams:
     p = dict(family="child", size="xs", epoch="final", score_tokens=48, min_k=0.2, target_fprs=[0.5, 0.01],
              level=0.95, n_resamples=50, prefix_tokens=8, suffix_tokens=8,
              sampler=Sampler(temperature=1.0, top_k=None, top_p=None), ns=[1, 100, 10**6], discoverable_p=0.5,
-             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4))
+             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4), families=[])
     return LowFprParams(**{**p, **over})
 
 
@@ -40,6 +40,10 @@ def micro_zoo(tmp_path_factory, zoo_builder, one_chapter_family):
     child.update(name="child", init_from={"family": "base", "epoch": "final"}, train={"epochs": 3},
                  members=[{**KJV, "ids": MEMBERS}], nonmembers=[{**KJV, "ids": NONMEMBERS}])
     zoo_builder(root, child)
+    solo = {k: v for k, v in child.items() if k != "init_from"}   # the same split, trained from scratch: no parent
+    zoo_builder(root, {**solo, "name": "solo", "tokenizer": one_chapter_family["tokenizer"],
+                       "train": {**one_chapter_family["train"], "epochs": 3},
+                       "sizes": one_chapter_family["sizes"]})
     return root
 
 
@@ -174,3 +178,37 @@ def test_a_method_subset_larger_than_the_family_or_a_method_that_scores_nothing_
         _run(micro_zoo, tmp_path, _params(), cfg=compose("mia_low_fpr", ["+method@methods.trace=trace"]))
     with pytest.raises(ConfigError, match="no method of its own"):
         _run(micro_zoo, tmp_path, _params(), method=object())
+
+
+def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has_no_reference_attack(micro_zoo,
+                                                                                                    tmp_path):
+    """params.families: each checkpoint's rows in low_fpr_by_family / extraction_by_family are what a run with it as
+    params.family gives (same thresholds, intervals, AUC); a family trained from scratch gets every MIA score but no
+    reference attack, and its ROC caption says why; the main family's rows are its own tables."""
+    child1, solo = FamilyCheckpoint("child", "xs", 1), FamilyCheckpoint("solo", "xs", "final")
+    res, _ = _run(micro_zoo, tmp_path, _params(families=[child1, solo], n_resamples=20))
+    by, ext = res.tables["low_fpr_by_family"], res.tables["extraction_by_family"]
+    assert list(dict.fromkeys(by.family)) == ["child/xs/final", "child/xs/1", "solo/xs/final"]
+    assert by.columns[0] == "family" and ext.columns[0] == "family"
+    for at in (child1, solo):
+        alone, _ = _run(micro_zoo, tmp_path, _params(family=at.family, size=at.size, epoch=at.epoch, n_resamples=20))
+        mine = by[by.family == f"{at.family}/{at.size}/{at.epoch}"].drop(columns="family").reset_index(drop=True)
+        assert mine.equals(alone.tables["low_fpr"])
+        theirs = ext[ext.family == f"{at.family}/{at.size}/{at.epoch}"].drop(columns="family").reset_index(drop=True)
+        assert theirs.equals(alone.tables["extraction"])
+    main = by[by.family == "child/xs/final"].drop(columns="family").reset_index(drop=True)
+    assert main.equals(res.tables["low_fpr"])
+    assert set(by[by.family == "child/xs/1"].attack) == {*score_names(), *REFERENCE_ATTACKS}
+    assert set(by[by.family == "solo/xs/final"].attack) == set(score_names())     # no parent: no reference attack
+    assert set(res.figures) == {"roc_low_fpr", "extraction_vs_n", "roc_low_fpr_child_xs_1", "roc_low_fpr_solo_xs_final"}
+    assert "trained from scratch" in res.captions["roc_low_fpr_solo_xs_final"]
+    assert "parent model" in res.captions["roc_low_fpr_child_xs_1"]
+    assert not by[by.target_fpr == 0.01].resolvable.any()             # 3 calibration non-members cannot show 1 %
+    assert res.metrics["by_family/solo/xs/final/n_nonmembers"] == len(NONMEMBERS)
+
+
+def test_a_family_listed_twice_or_too_small_to_split_is_refused_in_one_line(micro_zoo, tmp_path):
+    with pytest.raises(ConfigError, match="lists child/xs/final twice"):
+        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("child", "xs", "final")]))
+    with pytest.raises(ConfigError, match="'base' needs members and ≥ 2 non-members"):   # 1 held-out chapter
+        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("base", "xs", "final")]))

@@ -60,6 +60,16 @@ class MethodSubset:
 
 
 @dataclass(frozen=True)
+class FamilyCheckpoint:
+    """One checkpoint of a zoo family read beside ``params.family``: its members and non-members, its MIA scores and,
+    where the family continues a parent (``init_from``), the reference attacks against that parent."""
+
+    family: str
+    size: str
+    epoch: int | str                  # an epoch or "final"
+
+
+@dataclass(frozen=True)
 class LowFprParams:
     """``params`` of ``experiment=mia_low_fpr`` (values in conf/experiment/mia_low_fpr.yaml only)."""
 
@@ -78,6 +88,11 @@ class LowFprParams:
     discoverable_p: float = field(metadata=check(gt=0, le=1))
     batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
     method_subset: MethodSubset       # the documents the method groups' attacks (PEARL) score
+    families: list[FamilyCheckpoint]  # the other zoo families, read the same way (no method group attack): by_family
+
+    @property
+    def main(self) -> FamilyCheckpoint:
+        return FamilyCheckpoint(self.family, self.size, self.epoch)
 
 
 def _ids(backend, docs, need: int) -> list[list[int]]:
@@ -123,21 +138,21 @@ def _method_subset(docs, halves: list[str], sub: MethodSubset, seed: int) -> lis
     return [k for k, d in enumerate(docs) if d.id in picked]
 
 
-def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: bool):
-    """One row per document: split, non-member half, every attack's score (higher = member), both losses, log p_z
-    under the sampler and under greedy decoding, and greedy extraction (0/1); each method group's attack (``groups``:
-    :func:`method_groups`) on the method subset (NaN on the other documents). Returns the frame and the names of the
-    method groups' attacks."""
+def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, groups: list, progress: bool):
+    """One row per document of ``at``'s family: split, non-member half, every attack's score (higher = member), both
+    losses, log p_z under the sampler and under greedy decoding, and greedy extraction (0/1); each method group's
+    attack (``groups``: :func:`method_groups`) on the method subset (NaN on the other documents). A family trained
+    from scratch (no ``init_from``) has no reference model: its reference attacks and reference loss are NaN.
+    Returns the frame and the names of the method groups' attacks."""
     import pandas as pd
 
-    from memlab.metrics.mia import loss, reference_scores
+    from memlab.metrics.mia import reference_scores
 
-    fam = catalog.family(p.family)
-    if fam.recipe.init_from is None:
-        raise ConfigError(f"params.family {p.family!r} has no init_from: the reference attacks need its parent model")
+    fam = catalog.family(at.family)
     docs = list(fam.members) + list(fam.nonmembers)
-    if not fam.members or not fam.nonmembers:
-        raise ConfigError(f"zoo family {p.family!r} needs members and non-members")
+    if not fam.members or len(fam.nonmembers) < 2:
+        raise ConfigError(f"zoo family {at.family!r} needs members and ≥ 2 non-members (a calibration half and an "
+                          f"evaluation half), has {len(fam.members)} and {len(fam.nonmembers)}")
     for g in groups:
         if not callable(getattr(g, "member_scores", None)):
             raise ConfigError(f"method group {type(g).__name__} has no member_scores(backend, docs, progress): "
@@ -147,15 +162,14 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
     halves = ["member"] * len(fam.members) + ["calibration" if j in cal else "evaluation" for j in range(n_non)]
     subset = _method_subset(docs, halves, p.method_subset, seed) if groups else []
     n_pair = p.prefix_tokens + p.suffix_tokens
-    with catalog.checkpoint(p.family, p.size, p.epoch) as target:
+    with catalog.checkpoint(at.family, at.size, at.epoch) as target:
         ids = _ids(target, docs, n_pair)
         scored_ids = [i[:p.score_tokens] for i in ids]
         scores, loss_t = _scored(target, scored_ids, p)
         pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
         lpz, lpz_greedy = sampler_and_greedy(target, pairs, p.sampler, p.batch_size)
         by_method = [g.member_scores(target, [docs[k] for k in subset], progress=progress) for g in groups]
-    with catalog.checkpoint(p.family, p.size, 0) as reference:   # epoch 0 = the model init_from names
-        loss_r = [loss(ts) for ts in reference.score_token_ids(scored_ids)]   # only its loss is read
+    loss_r = _reference_losses(catalog, at, scored_ids) if fam.recipe.init_from is not None else [np.nan] * len(docs)
     extra = {}
     for a, values in ((a, v) for scored in by_method for a, v in scored.items()):
         if a in extra or a in scores[0] or a in {s.name for s in reference_scores()}:
@@ -164,20 +178,30 @@ def score_frame(catalog, p: LowFprParams, seed: int, groups: list, progress: boo
         extra[a][subset] = values
     rows = []
     for k, d in enumerate(docs):
+        ref = {s.name: (np.nan if np.isnan(loss_r[k]) else s.raw(loss_t[k], loss_r[k])) for s in reference_scores()}
         rows.append({"doc_id": d.id, "split": "member" if halves[k] == "member" else "nonmember", "half": halves[k],
-                     **{s: (np.nan if v is None else v) for s, v in scores[k].items()},
-                     **{s.name: s.raw(loss_t[k], loss_r[k]) for s in reference_scores()},
+                     **{s: (np.nan if v is None else v) for s, v in scores[k].items()}, **ref,
                      **{a: v[k] for a, v in extra.items()},
                      "loss_target": loss_t[k], "loss_reference": loss_r[k],
                      "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})
     return pd.DataFrame(rows), list(extra)
 
 
+def _reference_losses(catalog, at: FamilyCheckpoint, scored_ids) -> list[float]:
+    """Each document's loss under the family's parent at the same size (epoch 0 = the model ``init_from`` names):
+    only its loss is read."""
+    from memlab.metrics.mia import loss
+
+    with catalog.checkpoint(at.family, at.size, 0) as reference:
+        return [loss(ts) for ts in reference.score_token_ids(scored_ids)]
+
+
 def attacks(df) -> list[str]:
-    """Every registered MIA score the backend could compute, then the registered reference attacks."""
+    """Every registered MIA score the backend could compute, then the registered reference attacks (where the
+    family has a reference model)."""
     from memlab.metrics.mia import reference_scores, score_names
 
-    return [s for s in score_names() if df[s].notna().all()] + [s.name for s in reference_scores()]
+    return [s for s in [*score_names(), *(r.name for r in reference_scores())] if df[s].notna().all()]
 
 
 def read_on(df, attack: str):
@@ -258,34 +282,17 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
     """The mia_low_fpr experiment (module docstring): tables ``scores``, ``low_fpr``, ``extraction``; figures
     ``roc_low_fpr``, ``extraction_vs_n``; headline metrics. No method of its own (``method`` None): the method groups
     whose attacks join the others are mounted under ``methods`` (:func:`method_groups`)."""
-    from memlab.metrics.low_fpr import roc_curve
-    from memlab.plots import roc_low_fpr
-
     if method is not None:
         raise ConfigError("mia_low_fpr has no method of its own: mount a method group under methods.<name> to add "
                           "its attack")
     p, res = params, StudyResult()
-    df, method_attacks = score_frame(run.catalog, p, run.seed, method_groups(run), run.progress)
+    df, method_attacks = score_frame(run.catalog, p.main, p, run.seed, method_groups(run), run.progress)
     res.table("scores", df, show=False)
     names = attacks(df) + method_attacks
     table = res.table("low_fpr", low_fpr_table(df, names, p, run.seed))
     mem, non = df[df.split == "member"], df[df.split == "nonmember"]
-    curves, subsets = {}, []
-    for a in names:
-        m, n = read_on(df, a)
-        label = a if len(m) + len(n) == len(df) else f"{a} (seeded subset: {len(m)} + {len(n)})"
-        curves[label] = roc_curve(m[a].to_numpy(), n[a].to_numpy())
-        if label != a:
-            subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members "
-                           f"(params.method_subset). ")
-    fig = roc_low_fpr(curves, n_members=len(mem), n_nonmembers=len(non), marks=list(p.target_fprs))
-    res.figure("roc_low_fpr", fig, caption=(
-        f"ROC of every attack on {p.family}/{p.size} (epoch {p.epoch}), {len(mem)} members vs {len(non)} "
-        f"non-members, log-log axes; dotted: FPR {', '.join(f'{t:g}' for t in p.target_fprs)}. Reference attacks "
-        f"compare with the family's parent model (epoch 0). "
-        + "".join(subsets)
-        + "TPR at those FPRs with exact intervals, thresholds fitted on a calibration half of the non-members: table "
-        "low_fpr."))
+    fig, caption = roc_figure(df, names, p.main, p, "low_fpr")
+    res.figure("roc_low_fpr", fig, caption=caption)
     ext = res.table("extraction", extraction_table(df, p))
     res.figure("extraction_vs_n", extraction_figure(ext, p), caption=(
         f"Share of documents whose {p.suffix_tokens}-token suffix after their first {p.prefix_tokens} tokens is "
@@ -302,4 +309,69 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
         m, n = read_on(df, a)
         res.metric(**{f"{a}/n_members": len(m), f"{a}/n_nonmembers": len(n)})
     res.metric(n_members=len(mem), n_nonmembers=len(non))
+    other_families(res, run, p, table, ext)
     return res
+
+
+def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, table: str):
+    """The ROC of every attack in ``names`` on the documents it scored (log-log axes, :func:`memlab.plots.
+    roc_low_fpr`) and its caption, naming the table that holds the operating points."""
+    from memlab.metrics.low_fpr import roc_curve
+    from memlab.metrics.mia import reference_scores
+    from memlab.plots import roc_low_fpr
+
+    curves, subsets = {}, []
+    for a in names:
+        m, n = read_on(df, a)
+        label = a if len(m) + len(n) == len(df) else f"{a} (seeded subset: {len(m)} + {len(n)})"
+        curves[label] = roc_curve(m[a].to_numpy(), n[a].to_numpy())
+        if label != a:
+            subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members "
+                           f"(params.method_subset). ")
+    n_mem, n_non = int((df.split == "member").sum()), int((df.split == "nonmember").sum())
+    fig = roc_low_fpr(curves, n_members=n_mem, n_nonmembers=n_non, marks=list(p.target_fprs))
+    reference = ("Reference attacks compare with the family's parent model (epoch 0). "
+                 if set(names) & {s.name for s in reference_scores()} else
+                 "No reference attack: the family is trained from scratch (it has no parent model). ")
+    return fig, (
+        f"ROC of every attack on {at.family}/{at.size} (epoch {at.epoch}), {n_mem} members vs {n_non} "
+        f"non-members, log-log axes; dotted: FPR {', '.join(f'{t:g}' for t in p.target_fprs)}. {reference}"
+        + "".join(subsets)
+        + f"TPR at those FPRs with exact intervals, thresholds fitted on a calibration half of the non-members: table "
+        f"{table}.")
+
+
+def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, low, ext) -> None:
+    """``params.families`` read as ``params.family`` is, without the method groups' attacks: with the main family's
+    rows (``low``, ``ext``) they make the tables ``low_fpr_by_family`` and ``extraction_by_family`` (column
+    ``family``: family/size/epoch), and each gets its ROC figure ``roc_low_fpr_<family>_<size>_<epoch>``. A family
+    with fewer non-members than a target FPR needs says so in its rows (``resolvable``, ``min_fpr``)."""
+    import pandas as pd
+
+    seen = {label(p.main)}
+    lows, exts = [low.assign(family=label(p.main))], [ext.assign(family=label(p.main))]
+    for at in p.families:
+        if label(at) in seen:
+            raise ConfigError(f"params.families lists {label(at)} twice (params.family included)")
+        seen.add(label(at))
+        df, _ = score_frame(run.catalog, at, p, run.seed, [], run.progress)
+        names = attacks(df)
+        lows.append(low_fpr_table(df, names, p, run.seed).assign(family=label(at)))
+        exts.append(extraction_table(df, p).assign(family=label(at)))
+        fig, caption = roc_figure(df, names, at, p, "low_fpr_by_family")
+        res.figure(f"roc_low_fpr_{at.family}_{at.size}_{at.epoch}", fig, caption=caption)
+        for r in lows[-1].itertuples():
+            res.metric(**{f"by_family/{label(at)}/{r.attack}/fpr_{r.target_fpr:g}/tpr": r.tpr,
+                          f"by_family/{label(at)}/{r.attack}/auc": r.auc})
+        res.metric(**{f"by_family/{label(at)}/n_members": int((df.split == "member").sum()),
+                      f"by_family/{label(at)}/n_nonmembers": int((df.split == "nonmember").sum())})
+    res.table("low_fpr_by_family", _family_first(pd.concat(lows, ignore_index=True)))
+    res.table("extraction_by_family", _family_first(pd.concat(exts, ignore_index=True)))
+
+
+def label(at: FamilyCheckpoint) -> str:
+    return f"{at.family}/{at.size}/{at.epoch}"
+
+
+def _family_first(t):
+    return t[["family", *[c for c in t.columns if c != "family"]]]
