@@ -1,7 +1,7 @@
-"""Each verdict branch of four PEARL rules (issue 49) on tables a pipeline run really produced: the ci71 run's
-tables (tests/pearl/ci71/, cut to the columns the rules read; see its README.md), judged as ci71 judged them, and
-perturbed only per document, in ways the pipeline can produce (a score in its observed range, an ACR search result),
-with every table the rule reads rebuilt from the perturbed per-document rows by the pipeline's own functions
+"""Each verdict branch of five PEARL rules (issue 49) on tables a pipeline run really produced: the ci71 run's
+tables (tests/pearl/ci71/, cut to the columns the rules read; see its README.md), judged as ci71 judged them (a rule
+ci71 did not have: as the rule judges ci71's rows), and perturbed only per document, in ways the pipeline can
+produce (a score in its observed range, an ACR search result), with every table the rule reads rebuilt from the perturbed per-document rows by the pipeline's own functions
 (:mod:`memlab.methods.pearl.tables`, :func:`memlab.methods.pearl.study.completion_vs_summarization`): flagged counts
 stay the per-document flags' counts, calibrated α stay fitted on the calibration half only, and every task, size and
 epoch keeps the same documents.
@@ -10,7 +10,8 @@ epoch keeps the same documents.
 - pearl_wild_task_dependence: inconclusive (ci71), contradicted;
 - pearl_wild_code_over_unseen: inconclusive (ci71), reproduced, contradicted;
 - pearl_acr_overlap: inconclusive (ci71), reproduced, contradicted at the profile=full ACR shape (20 + 20
-  documents), not testable at an ACR epoch where PEARL flags nothing.
+  documents), not testable at an ACR epoch where PEARL flags nothing;
+- pearl_wild_code_median_difference: inconclusive (ci71), reproduced, contradicted.
 """
 
 from pathlib import Path
@@ -335,3 +336,32 @@ def test_acr_overlap_not_testable_where_pearl_flags_nothing():
     f = _judge("pearl_acr_overlap", _epochs(_acr_full({"kjv/chapter/Psalms/49"}, epoch=0)))
     assert f.verdict == "not testable here", f.reason
     assert "PEARL flags 0 of 40 documents" in f.reason
+
+
+# -- pearl_wild_code_median_difference: the same per-document rows, completion scores of one source moved ----------
+
+def test_code_median_difference_inconclusive_on_ci71():
+    """ci71's completions: HumanEval's sensitivities do not lie above post-cutoff code's on either model (P 0.47 and
+    0.45, 10 vs 10 documents): inconclusive, with the n per source at which the observed effect would be significant."""
+    f = _judge("pearl_wild_code_median_difference", _wild(_wild_scores()))
+    assert f.verdict == "inconclusive" and f.our_n == 10, f.reason
+    assert f.our_value == pytest.approx((0.47 + 0.45) / 2)
+    assert "gemma-3-270m: completion P(HumanEval > post_cutoff_code) 0.47 (n 10 vs 10)" in f.reason, f.reason
+    assert f.n_needed is not None and f.n_needed > 10
+
+
+def test_code_median_difference_reproduced_and_contradicted_from_ci71():
+    """Only HumanEval's completion scores move, to values the run produced: every HumanEval completion at the run's
+    highest completion score (above all post-cutoff code on both models) → reproduced; gemma's HumanEval completions
+    at 0.0 (the score most of smollm's completions got) → gemma's lie below: contradicted. Summarization is untouched
+    and never decides."""
+    scores = _wild_scores()
+    comp = scores.task_kind == "completion"
+    top = scores[comp].sensitivity.max()
+    he = comp & (scores.source == "humaneval")
+    up = _judge("pearl_wild_code_median_difference", _wild(_lift(scores, he, top)))
+    assert up.verdict == "reproduced" and up.our_value == pytest.approx(1.0), up.reason
+    gemma = he & (scores.model == "gemma-3-270m")
+    down = _judge("pearl_wild_code_median_difference", _wild(_lift(scores, gemma, 0.0)))
+    assert down.verdict == "contradicted", down.reason
+    assert "smollm2-135m-instruct: completion P(HumanEval > post_cutoff_code) 0.45" in down.reason

@@ -252,3 +252,19 @@ def wilson_n_to_decide(p: float, threshold: float, level: float = 0.95, n_max: i
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if excludes(mid) else (mid, hi)
     return hi
+
+
+def rank_sum_n_to_decide(auc: float, level: float) -> int | None:
+    """Documents per group at which a Mann–Whitney U test (two equal groups, no ties, its normal approximation:
+    U/(n·n) − ½ has standard deviation √((2n + 1)/(12 n²)) under the null) would reject at two-sided ``level`` if the
+    observed common-language effect ``auc`` = P(X > Y) + ½ P(X = Y) were the truth: the smallest n with
+    |auc − ½| ≥ z·√((2n + 1)/(12 n²)). None when auc is ½ (no n decides)."""
+    from statistics import NormalDist
+
+    d = abs(auc - 0.5)
+    if d == 0:
+        return None
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    # 12 d² n² − 2 z² n − z² ≥ 0: the positive root
+    n = (2 * z * z + math.sqrt(4 * z ** 4 + 48 * d * d * z * z)) / (24 * d * d)
+    return max(2, math.ceil(n - 1e-9))

@@ -144,6 +144,19 @@ def task_dependence(case):
                                "alpha_calibrated_per_domain": pd.DataFrame(cal)})
 
 
+@inputs("pearl_wild_code_median_difference")
+def wild_ranks(case):
+    """pearl_scores of two models, both tasks: HumanEval vs the code domain's known-unseen source (post_cutoff_code,
+    as the experiment's params name it), ``n`` documents each; "for": HumanEval's scores all above, "against": all
+    below, "unclear": 3 + 3 interleaved."""
+    n, he, post = {"for": (30, 0.5, 0.05), "against": (30, 0.05, 0.5), "unclear": (3, 0.2, 0.2)}[case]
+    rows = [{"model": m, "task_kind": t, "domain": "code", "source": s, "doc_id": f"{s}/{i}", "half": "member",
+             "sensitivity": base + 0.01 * i * (1 if s == "humaneval" else -1) + (0.005 if case == "unclear" else 0)}
+            for m in ("a", "b") for t in ("completion", "summarization")
+            for s, base in (("humaneval", he), ("post_cutoff_code", post)) for i in range(n)]
+    return StudyResult(tables={"pearl_scores": pd.DataFrame(rows)})
+
+
 @inputs("pearl_acr_overlap")
 def acr_overlap(case):
     n, n_p, acr_on_p, acr_rest = {"for": (100, 30, 25, 5), "against": (100, 30, 0, 30), "unclear": (10, 3, 1, 2)}[case]

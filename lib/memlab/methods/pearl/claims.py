@@ -423,3 +423,4 @@ def acr_overlap(res, c: Claim) -> Finding:
                    f"{est:+.2f} [{lo:+.2f}, {hi:+.2f}]",
                    statistic="share of PEARL's flagged documents ACR also flags (Wilson 95 %)", our_n=len(df),
                    n_needed=n_to_decide(est, (lo, hi), len(df), 0.0))
+from memlab.methods.pearl import claims_ranks  # noqa: F401,E402  (registers the rule judged on whole distributions)
