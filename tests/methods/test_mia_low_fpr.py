@@ -185,13 +185,15 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
     """params.families: each checkpoint's rows in low_fpr_by_family / extraction_by_family are what a run with it as
     params.family gives (same thresholds, intervals, AUC); a family trained from scratch gets every MIA score but no
     reference attack, and its ROC caption says why; the main family's rows are its own tables."""
-    child1, solo = FamilyCheckpoint("child", "xs", 1), FamilyCheckpoint("solo", "xs", "final")
+    every = MethodSubset(members=None, nonmembers=None)
+    child1, solo = FamilyCheckpoint("child", "xs", 1, every), FamilyCheckpoint("solo", "xs", "final", every)
     res, _ = _run(micro_zoo, tmp_path, _params(families=[child1, solo], n_resamples=20))
     by, ext = res.tables["low_fpr_by_family"], res.tables["extraction_by_family"]
     assert list(dict.fromkeys(by.family)) == ["child/xs/final", "child/xs/1", "solo/xs/final"]
     assert by.columns[0] == "family" and ext.columns[0] == "family"
     for at in (child1, solo):
-        alone, _ = _run(micro_zoo, tmp_path, _params(family=at.family, size=at.size, epoch=at.epoch, n_resamples=20))
+        alone, _ = _run(micro_zoo, tmp_path, _params(family=at.family, size=at.size, epoch=at.epoch, n_resamples=20,
+                                                     method_subset=every))
         mine = by[by.family == f"{at.family}/{at.size}/{at.epoch}"].drop(columns="family").reset_index(drop=True)
         assert mine.equals(alone.tables["low_fpr"])
         theirs = ext[ext.family == f"{at.family}/{at.size}/{at.epoch}"].drop(columns="family").reset_index(drop=True)
@@ -208,7 +210,34 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
 
 
 def test_a_family_listed_twice_or_too_small_to_split_is_refused_in_one_line(micro_zoo, tmp_path):
+    every = MethodSubset(members=None, nonmembers=None)
     with pytest.raises(ConfigError, match="lists child/xs/final twice"):
-        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("child", "xs", "final")]))
+        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("child", "xs", "final", every)]))
     with pytest.raises(ConfigError, match="'base' needs members and ≥ 2 non-members"):   # 1 held-out chapter
-        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("base", "xs", "final")]))
+        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("base", "xs", "final", every)]))
+
+
+def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micro_zoo, tmp_path, pearl_cfg):
+    """The method group's attack on params.families: the family's own method_subset (members and non-members null =
+    every document), equal to PEARL run directly on them; a family whose method_subset is null gets no such attack;
+    the main family keeps its seeded subset."""
+    from memlab.methods.pearl.engine import run_pearl
+    from memlab.study_run import typed_node
+
+    solo = FamilyCheckpoint("solo", "xs", "final", MethodSubset(members=None, nonmembers=None))
+    child1 = FamilyCheckpoint("child", "xs", 1, None)
+    res, catalog = _run(micro_zoo, tmp_path, _params(families=[solo, child1], n_resamples=20), cfg=pearl_cfg)
+    by, scores = res.tables["low_fpr_by_family"], res.tables["scores_by_family"]
+    assert "pearl_sensitivity" not in set(by[by.family == "child/xs/1"].attack)
+    assert scores[scores.family == "child/xs/1"].pearl_sensitivity.isna().all()
+    scores = scores[scores.family == "solo/xs/final"]
+    rows = by[(by.attack == "pearl_sensitivity")].set_index("family")
+    assert (rows.loc["solo/xs/final"].documents == "all").all() and (rows.loc["child/xs/final"].documents ==
+                                                                       "seeded subset").all()
+    assert (rows.loc["solo/xs/final"].n_members == len(MEMBERS)).all()
+    fam = catalog.family("solo")
+    with catalog.checkpoint("solo", "xs", "final") as b:
+        direct = run_pearl(b, fam.members + fam.nonmembers, typed_node(pearl_cfg, "methods.pearl"))
+    assert scores.doc_id.tolist() == [d.id for d in fam.members + fam.nonmembers]
+    assert np.allclose(scores.pearl_sensitivity, [r.sensitivity for r in direct], rtol=0, atol=1e-12)
+    assert "trained from scratch" in res.captions["roc_low_fpr_solo_xs_final"]

@@ -67,6 +67,7 @@ class FamilyCheckpoint:
     family: str
     size: str
     epoch: int | str                  # an epoch or "final"
+    method_subset: MethodSubset | None   # the documents the method groups' attacks (PEARL) score; null: none
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,11 @@ class LowFprParams:
     discoverable_p: float = field(metadata=check(gt=0, le=1))
     batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
     method_subset: MethodSubset       # the documents the method groups' attacks (PEARL) score
-    families: list[FamilyCheckpoint]  # the other zoo families, read the same way (no method group attack): by_family
+    families: list[FamilyCheckpoint]  # the other zoo families, read the same way: low_fpr_by_family
 
     @property
     def main(self) -> FamilyCheckpoint:
-        return FamilyCheckpoint(self.family, self.size, self.epoch)
+        return FamilyCheckpoint(self.family, self.size, self.epoch, self.method_subset)
 
 
 def _ids(backend, docs, need: int) -> list[list[int]]:
@@ -160,7 +161,7 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
     n_non = len(fam.nonmembers)
     cal = set(np.random.default_rng(seed).permutation(n_non)[:n_non // 2].tolist())
     halves = ["member"] * len(fam.members) + ["calibration" if j in cal else "evaluation" for j in range(n_non)]
-    subset = _method_subset(docs, halves, p.method_subset, seed) if groups else []
+    subset = _method_subset(docs, halves, at.method_subset, seed) if groups else []
     n_pair = p.prefix_tokens + p.suffix_tokens
     with catalog.checkpoint(at.family, at.size, at.epoch) as target:
         ids = _ids(target, docs, n_pair)
@@ -286,7 +287,8 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
         raise ConfigError("mia_low_fpr has no method of its own: mount a method group under methods.<name> to add "
                           "its attack")
     p, res = params, StudyResult()
-    df, method_attacks = score_frame(run.catalog, p.main, p, run.seed, method_groups(run), run.progress)
+    groups = method_groups(run)
+    df, method_attacks = score_frame(run.catalog, p.main, p, run.seed, groups, run.progress)
     res.table("scores", df, show=False)
     names = attacks(df) + method_attacks
     table = res.table("low_fpr", low_fpr_table(df, names, p, run.seed))
@@ -309,7 +311,7 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
         m, n = read_on(df, a)
         res.metric(**{f"{a}/n_members": len(m), f"{a}/n_nonmembers": len(n)})
     res.metric(n_members=len(mem), n_nonmembers=len(non))
-    other_families(res, run, p, table, ext)
+    other_families(res, run, p, groups, table, ext)
     return res
 
 
@@ -326,8 +328,8 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
         label = a if len(m) + len(n) == len(df) else f"{a} (seeded subset: {len(m)} + {len(n)})"
         curves[label] = roc_curve(m[a].to_numpy(), n[a].to_numpy())
         if label != a:
-            subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members "
-                           f"(params.method_subset). ")
+            where = "params.method_subset" if table == "low_fpr" else "its method_subset in params.families"
+            subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members ({where}). ")
     n_mem, n_non = int((df.split == "member").sum()), int((df.split == "nonmember").sum())
     fig = roc_low_fpr(curves, n_members=n_mem, n_nonmembers=n_non, marks=list(p.target_fprs))
     reference = ("Reference attacks compare with the family's parent model (epoch 0). "
@@ -341,21 +343,23 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
         f"{table}.")
 
 
-def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, low, ext) -> None:
-    """``params.families`` read as ``params.family`` is, without the method groups' attacks: with the main family's
-    rows (``low``, ``ext``) they make the tables ``low_fpr_by_family`` and ``extraction_by_family`` (column
-    ``family``: family/size/epoch), and each gets its ROC figure ``roc_low_fpr_<family>_<size>_<epoch>``. A family
-    with fewer non-members than a target FPR needs says so in its rows (``resolvable``, ``min_fpr``)."""
+def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: list, low, ext) -> None:
+    """``params.families`` read as ``params.family`` is (the method groups' attacks on each one's ``method_subset``,
+    none where it is null): with the main family's rows (``low``, ``ext``) they make the tables ``low_fpr_by_family``
+    and ``extraction_by_family`` (column ``family``: family/size/epoch; their per-document rows: ``scores_by_family``),
+    and each gets its ROC figure ``roc_low_fpr_<family>_<size>_<epoch>``. A family with fewer non-members than a
+    target FPR needs says so in its rows (``resolvable``, ``min_fpr``)."""
     import pandas as pd
 
     seen = {label(p.main)}
-    lows, exts = [low.assign(family=label(p.main))], [ext.assign(family=label(p.main))]
+    lows, exts, frames = [low.assign(family=label(p.main))], [ext.assign(family=label(p.main))], []
     for at in p.families:
         if label(at) in seen:
             raise ConfigError(f"params.families lists {label(at)} twice (params.family included)")
         seen.add(label(at))
-        df, _ = score_frame(run.catalog, at, p, run.seed, [], run.progress)
-        names = attacks(df)
+        df, extra = score_frame(run.catalog, at, p, run.seed, groups if at.method_subset else [], run.progress)
+        names = attacks(df) + extra
+        frames.append(df.assign(family=label(at)))
         lows.append(low_fpr_table(df, names, p, run.seed).assign(family=label(at)))
         exts.append(extraction_table(df, p).assign(family=label(at)))
         fig, caption = roc_figure(df, names, at, p, "low_fpr_by_family")
@@ -365,6 +369,8 @@ def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, low, ext) -
                           f"by_family/{label(at)}/{r.attack}/auc": r.auc})
         res.metric(**{f"by_family/{label(at)}/n_members": int((df.split == "member").sum()),
                       f"by_family/{label(at)}/n_nonmembers": int((df.split == "nonmember").sum())})
+    if frames:
+        res.table("scores_by_family", _family_first(pd.concat(frames, ignore_index=True)), show=False)
     res.table("low_fpr_by_family", _family_first(pd.concat(lows, ignore_index=True)))
     res.table("extraction_by_family", _family_first(pd.concat(exts, ignore_index=True)))
 
