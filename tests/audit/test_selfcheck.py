@@ -167,3 +167,43 @@ def test_a_checkpoint_outside_the_others_band_is_named():
     out = selfcheck.held_out(decisions, runs, BAND).set_index("checkpoint")
     assert out.recall_within.to_dict() == {"a": True, "b": True, "c": True, "undertrained": False}
     assert out.fpr_within.all() and out.recall_printed_low["undertrained"] > 0.7
+
+
+
+def _recap_books(name: str, members: int, found: int, nonmembers: int) -> list[dict]:
+    """A RECAP target's judged books as recap_blind gives them: one row per book, extracted or not."""
+    return [{"checkpoint": name, "method": "RECAP", "source": "public_domain", "doc_id": f"{name}/{split}{i}",
+             "member": split == "m", "flagged": split == "m" and i < found}
+            for split, n in (("m", members), ("n", nonmembers)) for i in range(n)]
+
+
+PER_ROW = {"public_domain": 2, "copyrighted": 2}   # the audit's EchoTrace books per category (conf/method/recap.yaml)
+
+
+def test_recaps_band_is_what_an_audit_of_its_few_books_realizes():
+    """The stop-64 self-check: RECAP found 8 of 47 member books of the aligned target and 0 of the 4 of the kjv
+    target. One run of all 47 books printed the band [0.09, 0.30], which the kjv target's 0 of 4 misses, yet an audit
+    judges 2 books per category, where 0 of 2 is what a recall of 0.17 gives most often. Redrawn at the audit's 2 books
+    per category, each held-out target lies in the band the other gives."""
+    aligned, small = pd.DataFrame(_recap_books("aligned", 47, 8, 31)), pd.DataFrame(_recap_books("kjv", 4, 0, 4))
+    decisions = pd.concat([aligned, small], ignore_index=True)
+    whole = selfcheck.rates(decisions, ["checkpoint", "method"]).assign(draw=0)
+    assert not selfcheck.held_out(decisions, whole, BAND).set_index("checkpoint").recall_within["kjv"]
+    runs = [selfcheck.recap_runs(aligned, PER_ROW, 200, "7:aligned"), selfcheck.recap_runs(small, PER_ROW, 200, "7:kjv")]
+    assert all(set(r.recall_n) == {2} and set(r.fpr_n) == {2} and r.draw.nunique() == 200 for r in runs)
+    out = selfcheck.held_out(decisions, pd.concat(runs, ignore_index=True), BAND).set_index("checkpoint")
+    assert out.recall_within.all() and out.fpr_within.all(), out
+
+
+def test_recaps_redrawn_band_still_names_a_target_unlike_the_others():
+    """The redrawn band can fail on what RECAP produces: where the other target's audits extract both member books
+    of a row every time, a target RECAP extracts nothing from lies outside; a category the audit names no book of is
+    never judged."""
+    extracts_all, nothing = pd.DataFrame(_recap_books("all", 15, 15, 15)), pd.DataFrame(_recap_books("none", 4, 0, 4))
+    decisions = pd.concat([extracts_all, nothing], ignore_index=True)
+    runs = pd.concat([selfcheck.recap_runs(extracts_all, PER_ROW, 100, "7:all"),
+                      selfcheck.recap_runs(nothing, PER_ROW, 100, "7:none")], ignore_index=True)
+    out = selfcheck.held_out(decisions, runs, BAND).set_index("checkpoint")
+    assert not out.recall_within["none"] and out.recall_printed_low["none"] > 0.3
+    assert out.fpr_within.all()
+    assert selfcheck.recap_runs(extracts_all, {"copyrighted": 2}, 5, "7").empty

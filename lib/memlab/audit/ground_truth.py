@@ -110,9 +110,13 @@ def selfcheck_rates(results: Path, experiment: str) -> dict[str, Rates]:
         return (f"{n} zoo RECAP targets (their member and held-out KJV books, licences, Wikipedia articles)"
                 if method == "RECAP" else f"{n} zoo checkpoints (KJV text)")
 
+    def draws(method: str) -> str:         # what one audit redraws (audit_selfcheck: recap_runs, redraw)
+        return ("targets × draws of as many books per category as the audit judges" if method == "RECAP"
+                else "checkpoints × control draws")
+
     return {r.method: Rates(f"the audit's own rule and control, blind on {zoo(r.method, r.checkpoints)}: "
                             f"pooled rates, and beside them the band that holds the central {r.band * 100:g} % of the "
-                            f"Wilson bounds {r.runs} single audits realized (checkpoints × control draws; their "
+                            f"Wilson bounds {r.runs} single audits realized ({draws(r.method)}; their "
                             f"rates: recall "
                             f"{r.recall_runs_min:.2f}–{r.recall_runs_max:.2f}, FPR {r.fpr_runs_min:.2f}–"
                             f"{r.fpr_runs_max:.2f})",

@@ -17,7 +17,7 @@ SELFCHECK_CAPTION = ("The audit run blind on zoo checkpoints whose training set 
                      "members it flags (recall) and of non-members it flags (FPR) in the judged sources, pooled over "
                      "the checkpoints, Wilson 95 % intervals (n in selfcheck_rates); the pale bar under each marker "
                      "is the band the audit page prints: the central share of the rates single audits realized "
-                     "(checkpoints × control draws). A method whose two markers overlap cannot tell members from "
+                     "(checkpoints × control draws; RECAP: targets × draws of the audit's few books per category). A method whose two markers overlap cannot tell members from "
                      "non-members of one domain; the blind baseline never looks at the model.")
 
 

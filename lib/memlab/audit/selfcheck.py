@@ -15,7 +15,8 @@ with a small control it moves the realized FPR more than the model does. So each
 once and the audit's decisions are redrawn ``draws`` times over seeded reassignments of its non-members to control
 (calibration / evaluation halves) and judged sources; the band the page prints spans the central ``band`` share of
 the intervals those (checkpoint, draw) audits realized (:func:`spread`), and :func:`held_out` checks each
-checkpoint against the band the *other* checkpoints' audits give."""
+checkpoint against the band the *other* checkpoints' audits give. RECAP's audits are redrawn over the target's books,
+as many per category as the audit judges (:func:`recap_runs`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memlab.audit import decide, judge
+from memlab.audit import decide, judge, parts
 from memlab.audit.study import AuditParams
 from memlab.errors import ConfigError
 from memlab.methods.pearl.engine import PearlConfig
@@ -190,6 +191,25 @@ def recap_blind(recap, p: AuditParams, catalog, check_: RecapCheck, out_dir: Pat
                          "flagged": (books[col] >= 1).to_numpy(), "member": (books.split == "member").to_numpy()})
 
 
+def recap_runs(decisions: pd.DataFrame, books_per_row: dict[str, int], draws: int, seed: str) -> pd.DataFrame:
+    """RECAP as one audit judges it: each category is one row of the audit page judging the few books the audit's
+    EchoTrace names in it (``books_per_row``, e.g. 2 public-domain books), so one audit's RECAP rate has that n, not
+    the target's 47 books. Each of ``draws`` seeded draws takes, per category, that many of the target's member books
+    (its recall) and as many of its non-member books (its FPR); their spread is the band the page prints, as the
+    control draws' are for the other methods (one run of all the books gave a band a 4-book target fell outside of
+    by chance: 0.83^4 = 0.47)."""
+    out = []
+    for draw in range(draws):
+        rng = random.Random(f"{seed}:recap:{draw}")
+        for source, g in decisions.groupby("source", sort=True):
+            n = books_per_row.get(source, 0)
+            if not n:
+                continue   # the audit names no book of this category: it never judges it
+            pick = [rng.sample(sorted(part.doc_id), min(n, len(part))) for part in (g[g.member], g[~g.member])]
+            out.append(rates(g[g.doc_id.isin(pick[0] + pick[1])], ["checkpoint", "method"]).assign(draw=draw))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
 def pooled_rates(decisions: pd.DataFrame, runs: pd.DataFrame, band: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per checkpoint (its seeded draw), and pooled per method: recall and FPR with n and Wilson intervals. The pooled
     rows also hold the range one audit's rate took over ``runs`` (``rates`` of every (checkpoint, draw) audit:
@@ -279,9 +299,10 @@ def selfcheck(method: PearlConfig, params: SelfCheckParams, run: StudyRun) -> St
             if draw == 0:
                 frames.append(d)
                 said += conclusions(d, name)
-    recap = [recap_blind(run.typed("methods.recap"), p, catalog, r, Path(run.out_dir) / "recap", run.progress)
-             for r in p.recap_targets]
-    runs += [rates(r, ["checkpoint", "method"]).assign(draw=0) for r in recap]
+    recap_cfg = run.typed("methods.recap")
+    recap = [recap_blind(recap_cfg, p, catalog, r, Path(run.out_dir) / "recap", run.progress) for r in p.recap_targets]
+    per_row = parts.named_books(recap_cfg.echotrace.spec())
+    runs += [recap_runs(r, per_row, p.draws, f"{method.seed}:{c.target}") for r, c in zip(recap, p.recap_targets)]
     df, runs = pd.concat(frames + recap, ignore_index=True), pd.concat(runs, ignore_index=True)
     per_run, pooled = pooled_rates(df, runs, p.band)
     res = StudyResult()
