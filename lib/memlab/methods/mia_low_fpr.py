@@ -281,7 +281,9 @@ def method_groups(run: StudyRun) -> list:
 
 def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
     """The mia_low_fpr experiment (module docstring): tables ``scores``, ``low_fpr``, ``extraction``; figures
-    ``roc_low_fpr``, ``extraction_vs_n``; headline metrics. No method of its own (``method`` None): the method groups
+    ``roc_low_fpr``, ``extraction_vs_n``; headline metrics; and for each of ``params.families`` (:func:`other_families`)
+    tables ``low_fpr_by_family``, ``extraction_by_family``, ``scores_by_family``, a figure
+    ``roc_low_fpr_<family>_<size>_<epoch>`` and metrics ``by_family/...``. No method of its own (``method`` None): the method groups
     whose attacks join the others are mounted under ``methods`` (:func:`method_groups`)."""
     if method is not None:
         raise ConfigError("mia_low_fpr has no method of its own: mount a method group under methods.<name> to add "
@@ -325,9 +327,9 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
     curves, subsets = {}, []
     for a in names:
         m, n = read_on(df, a)
-        label = a if len(m) + len(n) == len(df) else f"{a} (seeded subset: {len(m)} + {len(n)})"
-        curves[label] = roc_curve(m[a].to_numpy(), n[a].to_numpy())
-        if label != a:
+        curve = a if len(m) + len(n) == len(df) else f"{a} (seeded subset: {len(m)} + {len(n)})"
+        curves[curve] = roc_curve(m[a].to_numpy(), n[a].to_numpy())
+        if curve != a:
             where = "params.method_subset" if table == "low_fpr" else "its method_subset in params.families"
             subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members ({where}). ")
     n_mem, n_non = int((df.split == "member").sum()), int((df.split == "nonmember").sum())
@@ -376,6 +378,7 @@ def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: lis
 
 
 def label(at: FamilyCheckpoint) -> str:
+    """The family checkpoint's name in the by-family tables, metrics and errors: family/size/epoch."""
     return f"{at.family}/{at.size}/{at.epoch}"
 
 
