@@ -121,7 +121,8 @@ def _low_fpr_table(results: Path) -> None:
     _run(results, "mia_low_fpr", {"low_fpr": pd.DataFrame([
         row("loss", "all", 0.01, 0.735, True, 1499), row("loss", "all", 0.001, 0.294, True, 1499),
         row("pearl_sensitivity", "seeded subset", 0.01, 0.01, True, 100),
-        row("pearl_sensitivity", "seeded subset", 0.001, 0.01, False, 100)])})
+        row("pearl_sensitivity", "seeded subset", 0.001, 0.01, False, 100),
+        row("blind", "all", 0.01, 0.06, True, 1499), row("blind", "all", 0.001, 0.0, True, 1499)])})
 
 
 def test_each_attack_carries_its_zoo_tpr_at_low_fpr_and_an_unresolvable_fpr_gives_no_number(tmp_path):
@@ -139,6 +140,9 @@ def test_each_attack_carries_its_zoo_tpr_at_low_fpr_and_an_unresolvable_fpr_give
     assert "seeded subset" in pearl["gt_low_fpr_n"]
     shown = page._low_fpr(pearl)
     assert shown.startswith("1 % (") and "/ not resolvable; AUC 0.490" in shown
+    # the blind baseline's row reads mia_low_fpr's blind attack (the same score, never the model)
+    no_model = GT.low_fpr_lookup(low, "blind (zlib compressibility)").row()
+    assert no_model["gt_tpr_at_fpr_0.01"] == 0.06 and no_model["gt_low_fpr_attack"] == "blind"
     # a rule mia_low_fpr does not run, and a missing run: no number, the reason instead
     recap = GT.low_fpr_lookup(low, "RECAP").row()
     assert recap["gt_auc"] is None and "does not run this rule" in recap["gt_low_fpr_run"]

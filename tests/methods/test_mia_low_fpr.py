@@ -11,6 +11,7 @@ import yaml
 
 from memlab.errors import ConfigError
 from memlab.methods.mia_low_fpr import FamilyCheckpoint, LowFprParams, MethodSubset, Sampler, study
+from memlab.metrics.blind import zlib_compressibility
 from memlab.metrics.mia import score_names
 from memlab.models.catalog import Catalog
 from memlab.study_run import StudyRun
@@ -62,7 +63,7 @@ def test_study_end_to_end_on_a_micro_family(micro_zoo, tmp_path):
     df, low, ext = res.tables["scores"], res.tables["low_fpr"], res.tables["extraction"]
     assert len(df) == len(MEMBERS) + len(NONMEMBERS)
     assert (df.half == "calibration").sum() == len(NONMEMBERS) // 2 and (df.half == "evaluation").sum() == 3
-    attacks = [*score_names(), *REFERENCE_ATTACKS]
+    attacks = [*score_names(), *REFERENCE_ATTACKS, "blind"]
     assert list(dict.fromkeys(low.attack)) == attacks and len(low) == len(attacks) * len(p.target_fprs)
     assert {"attack", "target_fpr", "threshold", "tpr", "tpr_ci_low", "tpr_ci_high", "fpr_evaluation", "fpr_ci_low",
             "fpr_ci_high", "n_calibration", "n_evaluation", "resolvable", "auc", "auc_ci_low",
@@ -90,6 +91,9 @@ def test_study_end_to_end_on_a_micro_family(micro_zoo, tmp_path):
     assert np.allclose(df.log_p_z, lp, atol=1e-4)
     assert np.allclose(df.loss_target, [-np.mean(ts.logprobs[1:]) for ts in scored])
     assert df.loss_target.nunique() == len(df)
+    # the blind baseline: zlib compressibility of the very text the MIA scores read, whatever the model
+    texts = [b.tokenizer.decode(i[:48], skip_special_tokens=True) for i in ids]
+    assert df.blind.tolist() == [zlib_compressibility(t) for t in texts] and df.blind.nunique() > 1
     assert (df.log_p_z_greedy.isin([0.0, -np.inf])).all() and df.greedy.tolist() == (df.log_p_z_greedy == 0).astype(
         int).tolist()
     # extraction table: one row per split x n, the sampler in every row, shares monotone in n
@@ -200,8 +204,8 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
         assert theirs.equals(alone.tables["extraction"])
     main = by[by.family == "child/xs/final"].drop(columns="family").reset_index(drop=True)
     assert main.equals(res.tables["low_fpr"])
-    assert set(by[by.family == "child/xs/1"].attack) == {*score_names(), *REFERENCE_ATTACKS}
-    assert set(by[by.family == "solo/xs/final"].attack) == set(score_names())     # no parent: no reference attack
+    assert set(by[by.family == "child/xs/1"].attack) == {*score_names(), *REFERENCE_ATTACKS, "blind"}
+    assert set(by[by.family == "solo/xs/final"].attack) == {*score_names(), "blind"}  # no parent: no reference attack
     assert set(res.figures) == {"roc_low_fpr", "extraction_vs_n", "roc_low_fpr_child_xs_1", "roc_low_fpr_solo_xs_final"}
     assert "trained from scratch" in res.captions["roc_low_fpr_solo_xs_final"]
     assert "parent model" in res.captions["roc_low_fpr_child_xs_1"]

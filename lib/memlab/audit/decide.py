@@ -12,7 +12,7 @@ import pandas as pd
 
 from memlab.audit.judge import fitted_flags, fixed_flags
 from memlab.errors import ConfigError
-from memlab.metrics.blind import NAME as BLIND, zlib_compressibility
+from memlab.metrics.blind import COLUMN as BLIND_COLUMN, NAME as BLIND, zlib_compressibility
 from memlab.metrics.extraction_probability import Sampler
 from memlab.metrics.mia import judged_names   # the MIA scores the audit judges (higher = more likely a member)
 from memlab.metrics.mia import reference_scores
@@ -86,7 +86,7 @@ def mia_frame(backend, sources: Mapping[str, list], *, settings: Mapping, max_wo
         texts = T.mia_texts(docs, max_words)
         target = backend.score(texts, progress=progress)
         f = T.mia_rows(docs, texts, target, settings, source=name)
-        f["blind"] = [zlib_compressibility(t) for t in texts]
+        f[BLIND_COLUMN] = [zlib_compressibility(t) for t in texts]
         if reference is not None:
             losses = [(nll_per_byte(a, t), nll_per_byte(b, t)) for a, b, t in
                       zip(target, reference.score(texts, vocab=False), texts)]
@@ -142,10 +142,10 @@ def decisions(pearl_df, mia_df, controls: Mapping[str, str | None], *, score: st
         for control in sorted({c for c in controls.values() if c is not None}):
             judged = {s for s, c in controls.items() if c == control} | {control}
             g = mia_df[mia_df.source.isin(judged)]
-            for label, s in [*scores, (BLIND, "blind")]:
+            for label, s in [*scores, (BLIND, BLIND_COLUMN)]:
                 out.append(fitted_flags(g, s, control, target_fpr, label))
         free = mia_df[mia_df.source.map(lambda s: controls.get(s) is None and s not in controls.values())]
-        for label, s in [*scores, (BLIND, "blind")]:   # no control: rows say "not judged" (flags unused)
+        for label, s in [*scores, (BLIND, BLIND_COLUMN)]:   # no control: rows say "not judged" (flags unused)
             out.append(fixed_flags(free, s, float("inf"), label).assign(rule="—"))
         if extraction is not None and DISCOVERABLE in mia_df:   # a fixed rule, as PEARL's: every source
             done = mia_df[mia_df[DISCOVERABLE].notna()]

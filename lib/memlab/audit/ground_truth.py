@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from memlab.metrics import blind
 from memlab.metrics.intervals import wilson
 
 
@@ -154,13 +155,14 @@ class LowFpr:
 
 
 LOW_FPRS = (0.01, 0.001)   # the FPRs the audit page reads TPR at (mia_low_fpr's params.target_fprs)
-LOW_FPR_ATTACKS = {"PEARL (completion)": "pearl_sensitivity"}   # besides "MIA (<score>)" -> <score>
+# besides "MIA (<score>)" -> <score>
+LOW_FPR_ATTACKS = {"PEARL (completion)": "pearl_sensitivity", blind.NAME: blind.COLUMN}
 
 
 def low_fpr_rates(results: Path, experiment: str) -> dict[str, LowFpr]:
     """Each audit row's attack read at low FPR on the zoo (``mia_low_fpr``'s ``low_fpr`` table), keyed by the audit's
     row label (``MIA (<score>)``; PEARL's completion task: PEARL's sensitivity under bit flips, the attack
-    mia_low_fpr runs); ``""`` -> why there is none when the run is missing."""
+    mia_low_fpr runs; the blind baseline); ``""`` -> why there is none when the run is missing."""
     folder, run = _run(results, experiment)
     if folder is None:
         return {"": LowFpr(None, {}, None, None, run)}

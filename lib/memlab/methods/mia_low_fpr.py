@@ -8,7 +8,9 @@ reference model:
    registered MIA score of the target (:func:`memlab.metrics.mia.member_scores`: loss, perplexity, zlib, Min-K%,
    Min-K%++ and any plug-in score) plus the two reference attacks (Carlini et al. 2021 / Mireshghallah et al. 2022):
    ``ref_loss_difference`` = loss_reference − loss_target and ``ref_loss_ratio`` = −loss_target / loss_reference —
-   both oriented higher = member, as every column of the ``scores`` table. Each method group the experiment mounts
+   both oriented higher = member, as every column of the ``scores`` table — and the blind baseline
+   (:mod:`memlab.metrics.blind`, ``blind``: zlib compressibility of the same scored text, never the model), read as
+   one more attack: what a split's text distributions alone give at low FPR (issue 47). Each method group the experiment mounts
    under ``methods`` (conf/experiment/mia_low_fpr.yaml: ``methods.pearl``, conf/method/pearl.yaml) adds its attack:
    ``group.member_scores(target, docs)`` (PEARL: :meth:`memlab.methods.pearl.engine.PearlConfig.member_scores`,
    ``pearl_sensitivity``, the text-completion task under bit flips as pearl_mia runs it), on a seeded subset of the
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memlab.errors import ConfigError
+from memlab.metrics.blind import COLUMN as BLIND, zlib_compressibility
 from memlab.metrics.extraction_probability import Sampler, rate_rows, sampler_and_greedy
 from memlab.results import StudyResult
 from memlab.schema import check
@@ -112,14 +115,16 @@ def _ids(backend, docs, need: int) -> list[list[int]]:
     return out
 
 
-def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float]]:
-    """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, and its loss."""
+def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float], list[float]]:
+    """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, its loss, and
+    the blind baseline of the same text."""
     from memlab.metrics.mia import loss, member_scores
 
     scored = backend.score_token_ids(ids)
     texts = [backend.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
     settings = {"min_k": p.min_k}
-    return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored])
+    return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored],
+            [zlib_compressibility(t) for t in texts])
 
 
 def _method_subset(docs, halves: list[str], sub: MethodSubset, seed: int) -> list[int]:
@@ -166,14 +171,14 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
     with catalog.checkpoint(at.family, at.size, at.epoch) as target:
         ids = _ids(target, docs, n_pair)
         scored_ids = [i[:p.score_tokens] for i in ids]
-        scores, loss_t = _scored(target, scored_ids, p)
+        scores, loss_t, blind = _scored(target, scored_ids, p)
         pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
         lpz, lpz_greedy = sampler_and_greedy(target, pairs, p.sampler, p.batch_size)
         by_method = [g.member_scores(target, [docs[k] for k in subset], progress=progress) for g in groups]
     loss_r = _reference_losses(catalog, at, scored_ids) if fam.recipe.init_from is not None else [np.nan] * len(docs)
     extra = {}
     for a, values in ((a, v) for scored in by_method for a, v in scored.items()):
-        if a in extra or a in scores[0] or a in {s.name for s in reference_scores()}:
+        if a in extra or a in scores[0] or a in {s.name for s in reference_scores()} or a == BLIND:
             raise ConfigError(f"two attacks are named {a!r}: mount a method group once under methods")
         extra[a] = np.full(len(docs), np.nan)
         extra[a][subset] = values
@@ -183,7 +188,7 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
         rows.append({"doc_id": d.id, "split": "member" if halves[k] == "member" else "nonmember", "half": halves[k],
                      **{s: (np.nan if v is None else v) for s, v in scores[k].items()}, **ref,
                      **{a: v[k] for a, v in extra.items()},
-                     "loss_target": loss_t[k], "loss_reference": loss_r[k],
+                     BLIND: blind[k], "loss_target": loss_t[k], "loss_reference": loss_r[k],
                      "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})
     return pd.DataFrame(rows), list(extra)
 
@@ -199,10 +204,10 @@ def _reference_losses(catalog, at: FamilyCheckpoint, scored_ids) -> list[float]:
 
 def attacks(df) -> list[str]:
     """Every registered MIA score the backend could compute, then the registered reference attacks (where the
-    family has a reference model)."""
+    family has a reference model), then the blind baseline."""
     from memlab.metrics.mia import reference_scores, score_names
 
-    return [s for s in [*score_names(), *(r.name for r in reference_scores())] if df[s].notna().all()]
+    return [s for s in [*score_names(), *(r.name for r in reference_scores()), BLIND] if df[s].notna().all()]
 
 
 def read_on(df, attack: str):
@@ -337,6 +342,7 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
     reference = ("Reference attacks compare with the family's parent model (epoch 0). "
                  if set(names) & {s.name for s in reference_scores()} else
                  "No reference attack: the family is trained from scratch (it has no parent model). ")
+    reference += "blind: zlib compressibility of the same text, never the model. " if BLIND in names else ""
     return fig, (
         f"ROC of every attack on {at.family}/{at.size} (epoch {at.epoch}), {n_mem} members vs {n_non} "
         f"non-members, log-log axes; dotted: FPR {', '.join(f'{t:g}' for t in p.target_fprs)}. {reference}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import zlib
 
 NAME = "blind (zlib compressibility)"   # the audit's row label
+COLUMN = "blind"                        # its column in the tables that score documents (the audit, mia_low_fpr)
 
 
 def zlib_compressibility(text: str) -> float:
