@@ -86,6 +86,6 @@ def test_a_new_reference_attack_is_one_registration_and_reaches_the_audit_and_th
     mdf = decide.mia_frame(backend, {"all": fam.members}, settings={"min_k": 0.2}, max_words=60, progress=False,
                            reference=backend)
     assert np.allclose(mdf.toy_ref_log_ratio, 0.0) and np.allclose(mdf.ref_loss_ratio, -1.0)   # its own reference
-    columns = [*mia.score_names(), *(r.name for r in mia.reference_scores())]     # as its score frame names them
+    columns = [*mia.score_names(), *(r.name for r in mia.reference_scores()), "blind"]  # as its score frame has them
     names = mia_low_fpr.attacks(pd.DataFrame({s: [0.0] for s in columns}))
-    assert names[-3:] == ["ref_loss_difference", "ref_loss_ratio", "toy_ref_log_ratio"]
+    assert names[-4:] == ["ref_loss_difference", "ref_loss_ratio", "toy_ref_log_ratio", "blind"]
