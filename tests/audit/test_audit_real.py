@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from memlab.metrics import blind
 from tests.backends.conftest import free_port, serve_process
 from tests.backends.test_served_scoring import smollm_gguf  # noqa: F401 (a fixture)
 
@@ -76,8 +77,9 @@ def _check_page(folder: Path) -> pd.DataFrame:
         # blind run on the zoo (SimpleTrace: the tracer's validation)
         assert 0 <= r.gt_recall <= 1 and 0 <= r.gt_fpr <= 1, r
         assert re.match(r"(audit_selfcheck|trace_validation) \[default\] at [0-9a-f]{7}", r.gt_run), r.gt_run
-    # each attack also carries its TPR at 1 % FPR and AUC on the zoo family sized to read them (mia_low_fpr)
-    attacks = audit[audit.method.str.startswith("MIA") | (audit.method == "PEARL (completion)")]
+    # each attack (the blind baseline too) carries its TPR at 1 % FPR and AUC on the zoo family sized to read them
+    # (mia_low_fpr)
+    attacks = audit[audit.method.str.startswith("MIA") | audit.method.isin(["PEARL (completion)", blind.NAME])]
     assert attacks.gt_auc.between(0, 1).all() and attacks["gt_tpr_at_fpr_0.01"].between(0, 1).all()
     assert attacks.gt_low_fpr_run.str.match(r"mia_low_fpr \[default\] at [0-9a-f]{7}").all(), attacks.gt_low_fpr_run
     assert audit.drop(attacks.index).gt_auc.isna().all()   # no number for a rule mia_low_fpr does not run
