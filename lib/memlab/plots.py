@@ -87,7 +87,7 @@ def roc_low_fpr(curves, *, n_members: int, n_nonmembers: int, marks: Sequence[fl
         raise ValueError("roc_low_fpr needs at least one member and one non-member")
     lo_x, lo_y = 1 / n_nonmembers, 1 / n_members
     left = min([lo_x, *marks])
-    fig, ax = plt.subplots(figsize=(4.8, 4.2))
+    fig, ax = plt.subplots(figsize=(7.8, 4.2))
     for name, c in curves.items():
         ax.plot(c.fpr, c.tpr, lw=1.3, label=str(name))
     reference(ax.plot([left, 1], [left, 1], c="grey", ls="--", lw=0.8)[0])
@@ -102,7 +102,7 @@ def roc_low_fpr(curves, *, n_members: int, n_nonmembers: int, marks: Sequence[fl
     ax.set_ylim(min(lo_y, left), 1.05)
     ax.set_xlabel("false-positive rate")
     ax.set_ylabel("true-positive rate")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)  # beside: no curve hidden
     fig.tight_layout()
     fig.set_label(f"ROC curves on log-log axes, one line per attack; {n_members} members, {n_nonmembers} non-members "
                   f"(smallest FPR above 0: {lo_x:.3g}); dotted: FPR = "

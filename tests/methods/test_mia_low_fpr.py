@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from memlab.errors import ConfigError
-from memlab.methods.mia_low_fpr import FamilyCheckpoint, LowFprParams, MethodSubset, Sampler, study
+from memlab.methods.mia_low_fpr import FamilyCheckpoint, LowFprParams, MethodSubset, Sampler, _same_curves, study
 from memlab.metrics.blind import zlib_compressibility
 from memlab.metrics.mia import score_names
 from memlab.models.catalog import Catalog
@@ -29,7 +29,7 @@ def _params(**over) -> LowFprParams:
     p = dict(family="child", size="xs", epoch="final", score_tokens=48, min_k=0.2, target_fprs=[0.5, 0.01],
              level=0.95, n_resamples=50, prefix_tokens=8, suffix_tokens=8,
              sampler=Sampler(temperature=1.0, top_k=None, top_p=None), ns=[1, 100, 10**6], discoverable_p=0.5,
-             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4), families=[])
+             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4), families={})
     return LowFprParams(**{**p, **over})
 
 
@@ -105,6 +105,9 @@ def test_study_end_to_end_on_a_micro_family(micro_zoo, tmp_path):
         assert g.discoverable_share.iloc[0] == (pz >= 0.5).mean()   # n = 1: p_z >= p
     assert set(res.figures) == {"roc_low_fpr", "extraction_vs_n"}
     assert res.metrics["n_members"] == 4 and "ref_loss_ratio/fpr_0.01/tpr" in res.metrics
+    # loss and perplexity order the documents alike (perplexity = exp(loss)): one curve, and the caption says so
+    assert "loss and perplexity draw the same curve (perplexity's, on top)" in res.captions["roc_low_fpr"]
+    assert res.captions["roc_low_fpr"].count("draw the same curve") == 1   # every other attack orders otherwise
 
 
 def test_sampler_and_seed_are_read_from_params(micro_zoo, tmp_path):
@@ -191,7 +194,7 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
     reference attack, and its ROC caption says why; the main family's rows are its own tables."""
     every = MethodSubset(members=None, nonmembers=None)
     child1, solo = FamilyCheckpoint("child", "xs", 1, every), FamilyCheckpoint("solo", "xs", "final", every)
-    res, _ = _run(micro_zoo, tmp_path, _params(families=[child1, solo], n_resamples=20))
+    res, _ = _run(micro_zoo, tmp_path, _params(families={"a": child1, "b": solo}, n_resamples=20))
     by, ext = res.tables["low_fpr_by_family"], res.tables["extraction_by_family"]
     assert list(dict.fromkeys(by.family)) == ["child/xs/final", "child/xs/1", "solo/xs/final"]
     assert by.columns[0] == "family" and ext.columns[0] == "family"
@@ -216,9 +219,9 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
 def test_a_family_listed_twice_or_too_small_to_split_is_refused_in_one_line(micro_zoo, tmp_path):
     every = MethodSubset(members=None, nonmembers=None)
     with pytest.raises(ConfigError, match="lists child/xs/final twice"):
-        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("child", "xs", "final", every)]))
+        _run(micro_zoo, tmp_path, _params(families={"c": FamilyCheckpoint("child", "xs", "final", every)}))
     with pytest.raises(ConfigError, match="'base' needs members and ≥ 2 non-members"):   # 1 held-out chapter
-        _run(micro_zoo, tmp_path, _params(families=[FamilyCheckpoint("base", "xs", "final", every)]))
+        _run(micro_zoo, tmp_path, _params(families={"b": FamilyCheckpoint("base", "xs", "final", every)}))
 
 
 def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micro_zoo, tmp_path, pearl_cfg):
@@ -230,7 +233,7 @@ def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micr
 
     solo = FamilyCheckpoint("solo", "xs", "final", MethodSubset(members=None, nonmembers=None))
     child1 = FamilyCheckpoint("child", "xs", 1, None)
-    res, catalog = _run(micro_zoo, tmp_path, _params(families=[solo, child1], n_resamples=20), cfg=pearl_cfg)
+    res, catalog = _run(micro_zoo, tmp_path, _params(families={"s": solo, "c": child1}, n_resamples=20), cfg=pearl_cfg)
     by, scores = res.tables["low_fpr_by_family"], res.tables["scores_by_family"]
     assert "pearl_sensitivity" not in set(by[by.family == "child/xs/1"].attack)
     assert scores[scores.family == "child/xs/1"].pearl_sensitivity.isna().all()
@@ -245,3 +248,29 @@ def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micr
     assert scores.doc_id.tolist() == [d.id for d in fam.members + fam.nonmembers]
     assert np.allclose(scores.pearl_sensitivity, [r.sensitivity for r in direct], rtol=0, atol=1e-12)
     assert "trained from scratch" in res.captions["roc_low_fpr_solo_xs_final"]
+
+
+def test_profile_full_changes_only_the_pearl_families_method_subset():
+    """conf/scale/mia_low_fpr_full.yaml names two entries of params.families and one key of each; every other entry
+    and key is the experiment's (each entry is written once)."""
+    from memlab.config import compose
+    from memlab.study_run import typed_node
+
+    embedded = typed_node(compose("mia_low_fpr", ["profile=embedded"]), "params")
+    full = typed_node(compose("mia_low_fpr", ["profile=full"]), "params")
+    assert list(full.families) == list(embedded.families)
+    every = MethodSubset(members=None, nonmembers=None)
+    for key, at in embedded.families.items():
+        changed = at.family in ("pearl", "pearl_base")
+        assert at.method_subset is None
+        assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every) if changed else at)
+
+
+def test_only_curves_of_the_same_points_are_named_as_hiding_each_other():
+    from memlab.metrics.low_fpr import roc_curve
+
+    m, n = np.array([3.0, 2.0, 0.5]), np.array([1.0, 0.0, 2.5])
+    curves = {"a": roc_curve(m, n), "b": roc_curve(np.exp(m), np.exp(n)), "c": roc_curve(-m, -n),
+              "d": roc_curve(2 * m + 1, 2 * n + 1)}
+    assert _same_curves(curves) == [["a", "b", "d"]]                 # c orders the documents the other way
+    assert _same_curves({"c": curves["c"], "a": curves["a"]}) == []

@@ -35,4 +35,9 @@ def test_roc_low_fpr_writes_a_png_with_one_line_per_attack(tmp_path, n_nonmember
     # the band of unresolvable FPRs is drawn only when a mark lies below 1/n
     assert len(ax.patches) == (1 if 1 / n_nonmembers > 0.001 else 0)
     assert degenerate(fig) == "" and "one line per attack" in fig.get_label()
+    # the legend sits beside the axes, never over a curve (inside them every corner can hide one: near-blind attacks
+    # run along the chance diagonal, perfect ones along the top)
+    fig.canvas.draw()
+    legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= axes.x1 and legend.x1 <= fig.bbox.x1   # right of the axes, inside the figure
     plt.close(fig)

@@ -10,13 +10,13 @@ reference model:
    ``ref_loss_difference`` = loss_reference − loss_target and ``ref_loss_ratio`` = −loss_target / loss_reference —
    both oriented higher = member, as every column of the ``scores`` table — and the blind baseline
    (:mod:`memlab.metrics.blind`, ``blind``: zlib compressibility of the same scored text, never the model), read as
-   one more attack: what a split's text distributions alone give at low FPR (issue 47). Each method group the experiment mounts
-   under ``methods`` (conf/experiment/mia_low_fpr.yaml: ``methods.pearl``, conf/method/pearl.yaml) adds its attack:
-   ``group.member_scores(target, docs)`` (PEARL: :meth:`memlab.methods.pearl.engine.PearlConfig.member_scores`,
-   ``pearl_sensitivity``, the text-completion task under bit flips as pearl_mia runs it), on a seeded subset of the
-   documents (``method_subset``: such an attack generates, so scoring every document can cost more than the rest of
-   the study); the other documents have NaN there. The group is handed in typed, never imported (a method never
-   imports another).
+   one more attack: what a split's text distributions alone give at low FPR (issue 47). Each method group the
+   experiment mounts under ``methods`` (conf/experiment/mia_low_fpr.yaml: ``methods.pearl``, conf/method/pearl.yaml)
+   adds its attack: ``group.member_scores(target, docs)`` (PEARL:
+   :meth:`memlab.methods.pearl.engine.PearlConfig.member_scores`, ``pearl_sensitivity``, the text-completion task
+   under bit flips as pearl_mia runs it), on a seeded subset of the documents (``method_subset``: such an attack
+   generates, so scoring every document can cost more than the rest of the study); the other documents have NaN
+   there. The group is handed in typed, never imported (a method never imports another).
 2. **Low-FPR table** (``low_fpr``, :mod:`memlab.metrics.low_fpr`). The non-members are split once into a calibration
    half and an evaluation half (the first ⌊n/2⌋ of ``np.random.default_rng(seed).permutation(n)``, the run's
    ``seed``); each attack's threshold is fitted on the calibration half at each ``target_fprs`` and read on all
@@ -92,7 +92,8 @@ class LowFprParams:
     discoverable_p: float = field(metadata=check(gt=0, le=1))
     batch_size: int = field(metadata=check(ge=1))       # pairs per forward pass of log p_z
     method_subset: MethodSubset       # the documents the method groups' attacks (PEARL) score
-    families: list[FamilyCheckpoint]  # the other zoo families, read the same way: low_fpr_by_family
+    families: dict[str, FamilyCheckpoint]  # the other zoo families, read the same way: low_fpr_by_family (keys only
+                                           # name an entry, so that a profile can change one entry's keys alone)
 
     @property
     def main(self) -> FamilyCheckpoint:
@@ -271,7 +272,8 @@ def extraction_figure(ext, p: LowFprParams):
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("n (samples drawn)")
     ax.set_ylabel("share of documents")
-    ax.set_title(f"{p.family}/{p.size}: {p.prefix_tokens} → {p.suffix_tokens} tokens, {p.sampler.label()}", fontsize=8)
+    ax.set_title(f"{p.family}/{p.size}: {p.prefix_tokens} → {p.suffix_tokens} tokens, {p.sampler.label()}",
+                 fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -288,8 +290,8 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
     """The mia_low_fpr experiment (module docstring): tables ``scores``, ``low_fpr``, ``extraction``; figures
     ``roc_low_fpr``, ``extraction_vs_n``; headline metrics; and for each of ``params.families`` (:func:`other_families`)
     tables ``low_fpr_by_family``, ``extraction_by_family``, ``scores_by_family``, a figure
-    ``roc_low_fpr_<family>_<size>_<epoch>`` and metrics ``by_family/...``. No method of its own (``method`` None): the method groups
-    whose attacks join the others are mounted under ``methods`` (:func:`method_groups`)."""
+    ``roc_low_fpr_<family>_<size>_<epoch>`` and metrics ``by_family/...``. No method of its own (``method`` None):
+    the method groups whose attacks join the others are mounted under ``methods`` (:func:`method_groups`)."""
     if method is not None:
         raise ConfigError("mia_low_fpr has no method of its own: mount a method group under methods.<name> to add "
                           "its attack")
@@ -343,12 +345,28 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
                  if set(names) & {s.name for s in reference_scores()} else
                  "No reference attack: the family is trained from scratch (it has no parent model). ")
     reference += "blind: zlib compressibility of the same text, never the model. " if BLIND in names else ""
+    reference += "".join(f"{', '.join(g[:-1])} and {g[-1]} draw the same curve ({g[-1]}'s, on top). "
+                         for g in _same_curves(curves))
     return fig, (
         f"ROC of every attack on {at.family}/{at.size} (epoch {at.epoch}), {n_mem} members vs {n_non} "
         f"non-members, log-log axes; dotted: FPR {', '.join(f'{t:g}' for t in p.target_fprs)}. {reference}"
         + "".join(subsets)
         + f"TPR at those FPRs with exact intervals, thresholds fitted on a calibration half of the non-members: table "
         f"{table}.")
+
+
+def _same_curves(curves) -> list[list[str]]:
+    """Groups of attacks whose ROC curves are the same points (e.g. loss and perplexity, which order the documents
+    alike, or every attack that separates members perfectly), in drawing order: the last one drawn hides the rest."""
+    groups: list[list[str]] = []
+    for name, c in curves.items():
+        same = next((g for g in groups if np.array_equal(curves[g[0]].fpr, c.fpr)
+                     and np.array_equal(curves[g[0]].tpr, c.tpr)), None)
+        if same is None:
+            groups.append([name])
+        else:
+            same.append(name)
+    return [g for g in groups if len(g) > 1]
 
 
 def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: list, low, ext) -> None:
@@ -361,7 +379,7 @@ def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: lis
 
     seen = {label(p.main)}
     lows, exts, frames = [low.assign(family=label(p.main))], [ext.assign(family=label(p.main))], []
-    for at in p.families:
+    for at in p.families.values():
         if label(at) in seen:
             raise ConfigError(f"params.families lists {label(at)} twice (params.family included)")
         seen.add(label(at))
