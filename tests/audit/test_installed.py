@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from filelock import FileLock
 
 from memlab import cli
 from memlab.audit.ground_truth import SHIPPED_TABLES, ZOO_RATES
@@ -30,6 +31,15 @@ def _env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("MEMLAB_ROOT", "PYTHONPATH", README_ENV)}
 
 
+def _one_build_at_a_time(repo_root: Path) -> FileLock:
+    """setuptools builds a local folder in place, in its build/ (and lib/memlab.egg-info/): two builds of one checkout
+    at once (the wheel test and the install below, on CI's two workers) remove each other's build/bdist.linux-x86_64
+    ("No such file or directory: 'build/bdist.linux-x86_64/wheel'", one pair in six side by side here), so each waits
+    for the other."""
+    (repo_root / "build").mkdir(exist_ok=True)
+    return FileLock(repo_root / "build" / "memlab-tests.lock")
+
+
 def _install(repo_root: Path, venv: Path) -> Path:
     """A fresh venv with this checkout installed (not editable) by the pinned tree, as a user would."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -37,14 +47,16 @@ def _install(repo_root: Path, venv: Path) -> Path:
                            text=True).stdout.strip()
     cmd = [str(repo_root / ".venv/bin/uv"), "pip", "install", "-q", "--python", str(venv / "bin/python"), "-c",
            str(repo_root / "requirements.lock"), *(["--find-links", links] if links else []), str(repo_root)]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=900)
+    with _one_build_at_a_time(repo_root):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     return venv / "bin" / "memlab"
 
 
 def test_the_wheel_ships_conf_notebooks_prompts_and_the_zoo_rates(repo_root, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                        str(tmp_path), str(repo_root)], capture_output=True, text=True, env=_env(), timeout=600)
+    with _one_build_at_a_time(repo_root):
+        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                            str(tmp_path), str(repo_root)], capture_output=True, text=True, env=_env(), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = tmp_path.glob("memlab-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
