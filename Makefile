@@ -111,8 +111,13 @@ zoo: setup dvc.yaml
 # queue, so one long file does not leave a core idle. The 25 slowest tests close its output (where make test's time
 # goes, in every CI log).
 TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+# The tests write bytecode (PYTHONDONTWRITEBYTECODE emptied for them; lib/ and tests/ get git-ignored __pycache__/):
+# with it set, as on this machine, each worker rewrote the asserts of all ~240 test modules (pytest caches them as
+# .pyc) and every runner, kernel and CLI subprocess compiled lib/memlab again — the fast loop took 3:03 instead of
+# 2:41 here (2-core Zen 3 EPYC, side by side). DVC stages depend on lib/'s .py files by name, never on a folder.
+TESTS_WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 test: setup llama-cpp
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 -m "not vendors" tests
+	$(TESTS_WRITE_BYTECODE) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 -m "not vendors" tests
 
 # The machine-independence tests, their own CI step rather than part of `make test`: the two-vendor test
 # (tests/core/test_numerics_vendors.py: the default path run as an AMD and as an Intel CPU under qemu-user, bytes
@@ -121,10 +126,10 @@ test: setup llama-cpp
 .PHONY: test-vendors
 # the quick loop while editing: everything but the slow files (tests/conftest.py SLOW_FILES) and the vendor test
 test-fast: setup
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not vendors" tests
+	$(TESTS_WRITE_BYTECODE) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not slow and not vendors" tests
 
 test-vendors: setup
-	$(PY) -m pytest -q -p no:xdist -m vendors tests/core/test_numerics_vendors.py tests/core/test_numerics_machines.py
+	$(TESTS_WRITE_BYTECODE) $(PY) -m pytest -q -p no:xdist -m vendors tests/core/test_numerics_vendors.py tests/core/test_numerics_machines.py
 
 # BENCH_ARGS: e.g. --quick (every section at minute scale, what CI runs) or --only metrics trace
 bench: setup
