@@ -26,6 +26,7 @@ SMALLER = {
                           "params.plot_ns"],
     "mia_low_fpr": ["params.score_tokens", "params.n_resamples", "params.prefix_tokens", "params.suffix_tokens",
                     "params.ns", "params.method_subset.members", "params.method_subset.nonmembers",
+                    "params.families.pearl_m.method_subset.members", "params.families.pearl_m.method_subset.nonmembers",
                     "methods.pearl.samples", "methods.pearl.task.max_new_tokens",
                     "methods.pearl.task.max_input_words"],
     "pearl_calibration": PEARL + ["params.example_words"],

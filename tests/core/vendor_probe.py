@@ -73,6 +73,12 @@ def ops() -> dict:
     for name, t in (("exp", x), ("log", pos), ("sqrt", pos), ("erf", x), ("tanh", x)):
         out[f"torch.{name}"] = sha(getattr(torch, name)(t))
     out["grouped attention"] = sha(grouped_step(g))
+    # the scoring's float64 statistics (Min-K%++'s mean and sd of log p(v), backends/hf.py): torch's float64 sqrt gave
+    # other bits on an AVX-512 Intel Xeon than on the AMD EPYCs and under qemu (stop 70)
+    from memlab.backends.hf import position_stats
+
+    logits = torch.randn(200, 2048, generator=g) * 4
+    out["position_stats float64"] = sha(list(position_stats(logits, torch.randint(0, 2048, (200,), generator=g))))
     out["numpy float64 exp/log"] = sha(np.log1p(np.exp(x.double().numpy())))
     out["numpy float32 matmul"] = sha(a.numpy() @ b.numpy())
     return out

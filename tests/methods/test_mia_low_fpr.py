@@ -250,9 +250,10 @@ def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micr
     assert "trained from scratch" in res.captions["roc_low_fpr_solo_xs_final"]
 
 
-def test_profile_full_changes_only_the_pearl_families_method_subset():
-    """conf/scale/mia_low_fpr_full.yaml names two entries of params.families and one key of each; every other entry
-    and key is the experiment's (each entry is written once)."""
+def test_profile_full_changes_only_pearl_base_m_method_subset():
+    """conf/scale/mia_low_fpr_full.yaml names one entry of params.families and one key of it (PEARL on every chapter
+    of pearl_base/m); pearl/m has it in every profile but smoke (pearl_calibration's cached answers); every other
+    entry and key is the experiment's (each entry is written once)."""
     from memlab.config import compose
     from memlab.study_run import typed_node
 
@@ -261,8 +262,8 @@ def test_profile_full_changes_only_the_pearl_families_method_subset():
     assert list(full.families) == list(embedded.families)
     every = MethodSubset(members=None, nonmembers=None)
     for key, at in embedded.families.items():
-        changed = at.family in ("pearl", "pearl_base")
-        assert at.method_subset is None
+        assert at.method_subset == (every if at.family == "pearl" else None)
+        changed = at.family == "pearl_base"
         assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every) if changed else at)
 
 
@@ -274,3 +275,45 @@ def test_only_curves_of_the_same_points_are_named_as_hiding_each_other():
               "d": roc_curve(2 * m + 1, 2 * n + 1)}
     assert _same_curves(curves) == [["a", "b", "d"]]                 # c orders the documents the other way
     assert _same_curves({"c": curves["c"], "a": curves["a"]}) == []
+
+
+def test_pearl_m_asks_exactly_what_pearl_calibration_asked(micro_family, tmp_path):
+    """params.families.pearl_m is pearl_calibration's checkpoint under the name that study gives it, every document of
+    the family (all of which pearl_calibration samples), and the same PEARL settings but the greedy truth aid: so in
+    make reproduce (requires.after) its PEARL answers all come from pearl_calibration's cached responses. Shown for
+    real on the micro model: the calibration's requests through a response cache, then mia_low_fpr's through the same
+    cache: no miss, the same scores, which mia_low_fpr run alone (no cache: plain `dvc repro` may run it first) gives
+    too."""
+    import dataclasses
+
+    from memlab.backends.factory import build_backend
+    from memlab.config import compose
+    from memlab.methods.pearl.engine import run_pearl
+    from memlab.models.zoo import load_family
+    from memlab.study_run import typed_node
+    from memlab.zoo_layout import checkpoint_name
+
+    calibration = typed_node(compose("pearl_calibration"), "method")
+    mia = compose("mia_low_fpr")
+    at, pearl = typed_node(mia, "params").families["pearl_m"], typed_node(mia, "methods.pearl")
+    st = calibration.study
+    assert "pearl_calibration" in mia.requires.after
+    assert checkpoint_name(at.family, at.size, at.epoch) == checkpoint_name(st.family, st.size, st.epoch)
+    fam = load_family(st.family)
+    assert at.method_subset == MethodSubset(members=None, nonmembers=None)
+    assert (st.n_members, st.n_nonmembers) == (len(fam.members), len(fam.nonmembers))
+    assert pearl.verbatim_words == 0 < calibration.verbatim_words   # the greedy truth aid: calibration's alone
+    assert dataclasses.replace(pearl, verbatim_words=calibration.verbatim_words, study=st) == calibration
+
+    small = {"samples": 2, "task": {"max_new_tokens": 4, "max_input_words": 40}}
+    docs = micro_family.members[:2] + micro_family.nonmembers[:2]
+    cache = {"name": "sqlite", "path": str(tmp_path / "responses.sqlite")}
+    first = build_backend(micro_family.model_cfg, cache)
+    before = run_pearl(first, docs, calibration.replace(**small))
+    first.close()
+    again = build_backend(micro_family.model_cfg, cache)
+    after = run_pearl(again, docs, pearl.replace(**small))
+    assert again.misses == 0 and again.hits >= len(docs) * len(pearl.perturbation.levels)   # every request answered
+    assert [r.score for r in after] == [r.score for r in before]
+    fresh = build_backend(micro_family.model_cfg)   # no cache, no greedy rows in its batches: the same answers
+    assert [r.score for r in run_pearl(fresh, docs, pearl.replace(**small))] == [r.score for r in before]
