@@ -23,13 +23,16 @@ UNSEEN_CORPORA = ("release_notes", "post_cutoff_code")   # the audit's known-uns
 
 def model_overrides(model: str) -> list[str]:
     """The runner's overrides naming ``model``: a server URL (OpenAI-compatible, e.g. llama.cpp's), an existing
-    file or folder, or a preset of conf/model/."""
+    file or folder (a path that is not there: the pre-flight's one line, here), or a preset of conf/model/."""
     from memlab.config import CONF_DIR
+    from memlab.runner.preflight import missing_model
 
     if model.startswith(("http://", "https://")):
         return ["model=llama-cpp", f"model.base_url={model}"]
     path = Path(model).expanduser()
-    if path.exists() or "/" in model or path.suffix == ".gguf":   # a missing path: the pre-flight names it
+    if path.exists() or "/" in model or path.suffix == ".gguf":
+        if not path.exists():   # named here, before the audit fetches anything (as the runner's pre-flight names it)
+            raise missing_model(path.resolve())
         return [f"model.path={path.resolve()}"]
     if (CONF_DIR / "model" / f"{model}.yaml").is_file():
         return [f"model={model}"]
@@ -65,16 +68,21 @@ def run(overrides: list[str]) -> None:
 
 
 def audit(args: argparse.Namespace, extra: list[str]) -> None:
+    overrides = audit_overrides(args)   # a model that is not there is one line before anything is fetched
     fetch_unseen_corpora()
-    run([*audit_overrides(args), *extra])
+    run([*overrides, *extra])
 
 
 def audit_overrides(args: argparse.Namespace) -> list[str]:
-    """The runner's overrides of ``memlab audit``'s arguments."""
+    """The runner's overrides of ``memlab audit``'s arguments, each checked (one line, before the audit fetches
+    anything)."""
+    from memlab.model_use import require_preset
+
     overrides = ["experiment=audit", *model_overrides(args.model)]
     if args.smoke:
         overrides.append("profile=smoke")
     if args.reference:
+        require_preset(args.reference)
         overrides.append(f"params.mia.reference={args.reference}")
     if args.out:   # everything the run writes goes there: its results, the W&B offline run, Hydra's own log
         out = Path(args.out).expanduser().resolve()

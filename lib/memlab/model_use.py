@@ -168,6 +168,13 @@ def target_nodes(cfg) -> list[dict]:
     return out
 
 
+def require_preset(name: str) -> None:
+    """``name`` is a preset of conf/model/; else the one line naming the known ones."""
+    known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+    if name not in known:
+        raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
+
+
 def preset(name: str, paths: Mapping, numerics: Mapping | None = None) -> dict:
     """The node of ``conf/model/<name>.yaml`` (over the presets its ``defaults`` list names, as Hydra merges them),
     resolved against a run's ``paths`` and numeric path (``numerics``; default: the one this process was pinned to —
@@ -177,9 +184,7 @@ def preset(name: str, paths: Mapping, numerics: Mapping | None = None) -> dict:
 
     from memlab.numerics import active
 
-    known = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
-    if name not in known:
-        raise ConfigError(f"unknown model {name!r}; known (conf/model/): {', '.join(known)}")
+    require_preset(name)
     profile = (numerics or {}).get("name") or active()
     scope = {"paths": to_plain(paths), "numerics": read_yaml(CONF_DIR / "numerics" / f"{profile}.yaml") or {},
              "model": preset_node(name)}

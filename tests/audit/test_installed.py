@@ -76,10 +76,34 @@ def test_the_model_argument_is_a_path_a_url_or_a_preset(tmp_path):
     assert cli.model_overrides(str(gguf)) == [f"model.path={gguf}"]
     assert cli.model_overrides("http://127.0.0.1:8080/v1") == ["model=llama-cpp", "model.base_url=http://127.0.0.1:8080/v1"]
     assert cli.model_overrides("smollm2-135m-instruct") == ["model=smollm2-135m-instruct"]
-    # a missing file is still a path: the runner's pre-flight names it (one line, exit 2) before any model loads
-    assert cli.model_overrides("/nowhere/model.gguf") == ["model.path=/nowhere/model.gguf"]
+    # a path that is not there: the pre-flight's one line, before the audit fetches anything
+    with pytest.raises(ConfigError, match="model.path: /nowhere/model.gguf does not exist"):
+        cli.model_overrides("/nowhere/model.gguf")
     with pytest.raises(ConfigError, match="not a preset"):
         cli.model_overrides("no-such-model")
+
+
+@pytest.mark.parametrize("args,error", [
+    (["/nowhere/model.gguf"], "model.path: /nowhere/model.gguf does not exist; point model.path at an existing model "
+                              "folder or .gguf file"),
+    (["my-models/ckpt-7"], "model.path: {work}/my-models/ckpt-7 does not exist; point model.path at an existing model "
+                           "folder or .gguf file"),
+    (["smollm2-135m-instruct", "--reference", "gemma-270m"], "unknown model 'gemma-270m'; known (conf/model/): "),
+], ids=["missing-gguf", "missing-relative-folder", "unknown-reference"])
+def test_a_bad_model_argument_is_one_line_before_anything_is_fetched(installed_package, tmp_path, args, error):
+    """The installed command from an empty folder with an empty cache (a first audit): a model or reference model that
+    is not there is named in one line, exit 2, and nothing was fetched (the known-unseen corpora's sdists come from
+    PyPI on a first audit: before, a typo waited for them)."""
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    cache.mkdir()
+    env = {**installed_package, "XDG_CACHE_HOME": str(cache)}
+    r = subprocess.run([sys.executable, "-m", "memlab.cli", "audit", *args], cwd=work, env=env, capture_output=True,
+                       text=True, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
+    assert lines[0].startswith("memlab: error: " + error.format(work=work.resolve())), lines[0]
+    assert not any(cache.rglob("*")) and not any(work.iterdir())
 
 
 def test_the_audit_command_passes_its_reference_model_on():

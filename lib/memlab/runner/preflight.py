@@ -93,6 +93,11 @@ def _under(path: Path, folder: Path) -> bool:
         return False
 
 
+def missing_model(target: Path, key: str = "model.path") -> ConfigError:
+    """The one line for a model file or folder the user named that is not there."""
+    return ConfigError(f"{key}: {target} does not exist; point model.path at an existing model folder or .gguf file")
+
+
 def check_local_model(path: str, gguf_file: str | None, root: Path, models_dir: Path) -> None:
     """A local model (``model.path``: a folder or a .gguf file; ``model.gguf_file`` inside the folder) exists and is
     whole. A hub id is left to the loader."""
@@ -109,8 +114,7 @@ def check_local_model(path: str, gguf_file: str | None, root: Path, models_dir: 
         if ours:
             raise ConfigError(f"model {'file' if gguf_file else 'folder'} {target} does not exist (not built yet); "
                               f"{MODELS_FIX}")
-        key = "model.gguf_file" if gguf_file and folder.is_dir() else "model.path"
-        raise ConfigError(f"{key}: {target} does not exist; point model.path at an existing model folder or .gguf file")
+        raise missing_model(target, "model.gguf_file" if gguf_file and folder.is_dir() else "model.path")
     fix = "rebuild it with `make models`" if ours else \
         "point model.path at a whole model (a Hugging Face folder or a .gguf file)"
     if gguf_file:
