@@ -69,8 +69,24 @@ def run(overrides: list[str]) -> None:
 
 def audit(args: argparse.Namespace, extra: list[str]) -> None:
     overrides = audit_overrides(args)   # a model that is not there is one line before anything is fetched
+    require_overrides(extra)            # so is an option `memlab audit` does not have
     fetch_unseen_corpora()
     run([*overrides, *extra])
+
+
+# Hydra's own flags (its usage line), passed on with the overrides; any other option is a typo.
+HYDRA_FLAGS = frozenset({"--cfg", "-c", "--resolve", "--package", "-p", "--info", "-i", "--run", "-r", "--multirun",
+                         "-m", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--hydra-help",
+                         "--version", "--shell-completion", "-sc", "--experimental-rerun"})
+
+
+def require_overrides(extra: list[str]) -> None:
+    """What follows ``memlab audit``'s own arguments is the runner's: ``key=value`` overrides and Hydra's flags. An
+    option it does not have (``--smoek``; ``--smok``, which argparse would have taken for ``--smoke``) is one line."""
+    unknown = [a for a in extra if a.startswith("-") and a.split("=", 1)[0] not in HYDRA_FLAGS]
+    if unknown:
+        raise ConfigError(f"memlab audit has no option {unknown[0]}: its options are --smoke, --reference PRESET and "
+                          "--out DIR; settings go after them as key=value")
 
 
 def audit_overrides(args: argparse.Namespace) -> list[str]:
@@ -130,7 +146,8 @@ def zoo(models_dir: Path) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="memlab", description="What a language model memorized, by every method.")
     sub = ap.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("audit", help="audit one model with every method, beside the audit's own error rates")
+    a = sub.add_parser("audit", help="audit one model with every method, beside the audit's own error rates",
+                       allow_abbrev=False)   # `--smok` is not `--smoke`: require_overrides names it
     a.add_argument("model", help="a .gguf file, an HF model folder, a preset of conf/model/ or a server URL (…/v1)")
     a.add_argument("--smoke", action="store_true", help="a first look in minutes: too few documents to judge")
     a.add_argument("--reference", help="a preset of conf/model/ that did not see the texts: the reference attack's "

@@ -89,10 +89,14 @@ def test_the_model_argument_is_a_path_a_url_or_a_preset(tmp_path):
     (["my-models/ckpt-7"], "model.path: {work}/my-models/ckpt-7 does not exist; point model.path at an existing model "
                            "folder or .gguf file"),
     (["smollm2-135m-instruct", "--reference", "gemma-270m"], "unknown model 'gemma-270m'; known (conf/model/): "),
-], ids=["missing-gguf", "missing-relative-folder", "unknown-reference"])
+    # a mistyped option: Hydra's usage (8 lines) after the sdists were fetched, before
+    (["smollm2-135m-instruct", "--smoek"], "memlab audit has no option --smoek: its options are --smoke, "),
+    # an abbreviation: argparse took it for --smoke, before
+    (["smollm2-135m-instruct", "--smok"], "memlab audit has no option --smok: "),
+], ids=["missing-gguf", "missing-relative-folder", "unknown-reference", "unknown-option", "abbreviated-option"])
 def test_a_bad_model_argument_is_one_line_before_anything_is_fetched(installed_package, tmp_path, args, error):
     """The installed command from an empty folder with an empty cache (a first audit): a model or reference model that
-    is not there is named in one line, exit 2, and nothing was fetched (the known-unseen corpora's sdists come from
+    is not there, or an option the command does not have, is named in one line, exit 2, and nothing was fetched (the known-unseen corpora's sdists come from
     PyPI on a first audit: before, a typo waited for them)."""
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
@@ -104,6 +108,13 @@ def test_a_bad_model_argument_is_one_line_before_anything_is_fetched(installed_p
     assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
     assert lines[0].startswith("memlab: error: " + error.format(work=work.resolve())), lines[0]
     assert not any(cache.rglob("*")) and not any(work.iterdir())
+
+
+def test_hydras_own_flags_and_overrides_pass_an_unknown_option_does_not():
+    cli.require_overrides(["--cfg", "job", "--resolve", "-p", "params", "params.n=3", "~logger", "+x=-1", "--info=all"])
+    for typo in ("--smoek", "--out_dir=x", "-x"):
+        with pytest.raises(ConfigError, match=f"memlab audit has no option {typo}:"):
+            cli.require_overrides(["params.n=3", typo])
 
 
 def test_the_audit_command_passes_its_reference_model_on():
