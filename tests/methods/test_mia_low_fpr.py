@@ -11,6 +11,7 @@ import yaml
 
 from memlab.errors import ConfigError
 from memlab.methods.mia_low_fpr import FamilyCheckpoint, LowFprParams, MethodSubset, Sampler, _same_curves, study
+from memlab.models.reference import ReferenceCheckpoint
 from memlab.metrics.blind import zlib_compressibility
 from memlab.metrics.mia import score_names
 from memlab.models.catalog import Catalog
@@ -29,7 +30,7 @@ def _params(**over) -> LowFprParams:
     p = dict(family="child", size="xs", epoch="final", score_tokens=48, min_k=0.2, target_fprs=[0.5, 0.01],
              level=0.95, n_resamples=50, prefix_tokens=8, suffix_tokens=8,
              sampler=Sampler(temperature=1.0, top_k=None, top_p=None), ns=[1, 100, 10**6], discoverable_p=0.5,
-             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4), families={})
+             batch_size=4, method_subset=MethodSubset(members=3, nonmembers=4), families={}, reference=None)
     return LowFprParams(**{**p, **over})
 
 
@@ -193,7 +194,7 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
     params.family gives (same thresholds, intervals, AUC); a family trained from scratch gets every MIA score but no
     reference attack, and its ROC caption says why; the main family's rows are its own tables."""
     every = MethodSubset(members=None, nonmembers=None)
-    child1, solo = FamilyCheckpoint("child", "xs", 1, every), FamilyCheckpoint("solo", "xs", "final", every)
+    child1, solo = FamilyCheckpoint("child", "xs", 1, every, None), FamilyCheckpoint("solo", "xs", "final", every, None)
     res, _ = _run(micro_zoo, tmp_path, _params(families={"a": child1, "b": solo}, n_resamples=20))
     by, ext = res.tables["low_fpr_by_family"], res.tables["extraction_by_family"]
     assert list(dict.fromkeys(by.family)) == ["child/xs/final", "child/xs/1", "solo/xs/final"]
@@ -216,12 +217,48 @@ def test_every_other_family_is_read_as_the_main_one_and_one_without_a_parent_has
     assert res.metrics["by_family/solo/xs/final/n_nonmembers"] == len(NONMEMBERS)
 
 
+def test_a_named_sibling_is_the_reference_of_a_family_and_one_that_saw_its_documents_is_refused(micro_zoo, tmp_path):
+    """A family's ``reference``: a zoo checkpoint that never trained on its members or non-members. Named with the
+    family's own tokenizer (base for child, which inherits it) the rows are those of the parent it is; with another
+    tokenizer (base for solo, trained from scratch) only the attacks that hold across tokenizers are read, on nats per
+    byte of the same scored text, which a direct scoring reproduces; one that trained on the family's documents (child
+    for solo) is refused in one line."""
+    from memlab.metrics.mia import nll_per_byte
+
+    every, base = MethodSubset(members=None, nonmembers=None), ReferenceCheckpoint("base", "xs", "final")
+    named = {"c": FamilyCheckpoint("child", "xs", 1, every, base), "s": FamilyCheckpoint("solo", "xs", "final", every,
+                                                                                           base)}
+    res, catalog = _run(micro_zoo, tmp_path, _params(families=named, n_resamples=20))
+    parent, _ = _run(micro_zoo, tmp_path, _params(families={"c": FamilyCheckpoint("child", "xs", 1, every, None)},
+                                                  n_resamples=20))
+    by, scores = res.tables["low_fpr_by_family"], res.tables["scores_by_family"]
+    assert by[by.family == "child/xs/1"].reset_index(drop=True).equals(
+        parent.tables["low_fpr_by_family"].query("family == 'child/xs/1'").reset_index(drop=True))
+    across = {s.name for s in reference_scores(across_tokenizers=True)}
+    assert across and across < set(REFERENCE_ATTACKS)   # the difference is per token only: not read for solo
+    assert set(by[by.family == "solo/xs/final"].attack) == {*score_names(), *across, "blind"}
+    solo = scores[scores.family == "solo/xs/final"].reset_index(drop=True)
+    fam = catalog.family("solo")
+    with catalog.checkpoint("solo", "xs", "final") as target:
+        texts = [target.tokenizer.decode(target.tokenizer(d.text)["input_ids"][:48], skip_special_tokens=True)
+                 for d in fam.members + fam.nonmembers]
+    with catalog.checkpoint("base", "xs", "final") as reference:
+        per_byte = [nll_per_byte(ts, t) for ts, t in zip(reference.score(texts, vocab=False), texts)]
+    assert np.allclose(solo.loss_reference, per_byte, rtol=1e-9, atol=0)
+    assert np.allclose(solo.ref_loss_ratio, -solo.loss_target / solo.loss_reference, rtol=1e-12, atol=0)
+    assert "base/xs/final, a sibling" in res.captions["roc_low_fpr_solo_xs_final"]
+    with pytest.raises(ConfigError, match=r"reference child/xs/final trained on 4 of solo's members and non-members"):
+        _run(micro_zoo, tmp_path, _params(families={"s": FamilyCheckpoint("solo", "xs", "final", every,
+                                                                            ReferenceCheckpoint("child", "xs",
+                                                                                                "final"))}))
+
+
 def test_a_family_listed_twice_or_too_small_to_split_is_refused_in_one_line(micro_zoo, tmp_path):
     every = MethodSubset(members=None, nonmembers=None)
     with pytest.raises(ConfigError, match="lists child/xs/final twice"):
-        _run(micro_zoo, tmp_path, _params(families={"c": FamilyCheckpoint("child", "xs", "final", every)}))
+        _run(micro_zoo, tmp_path, _params(families={"c": FamilyCheckpoint("child", "xs", "final", every, None)}))
     with pytest.raises(ConfigError, match="'base' needs members and ≥ 2 non-members"):   # 1 held-out chapter
-        _run(micro_zoo, tmp_path, _params(families={"b": FamilyCheckpoint("base", "xs", "final", every)}))
+        _run(micro_zoo, tmp_path, _params(families={"b": FamilyCheckpoint("base", "xs", "final", every, None)}))
 
 
 def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micro_zoo, tmp_path, pearl_cfg):
@@ -231,8 +268,8 @@ def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micr
     from memlab.methods.pearl.engine import run_pearl
     from memlab.study_run import typed_node
 
-    solo = FamilyCheckpoint("solo", "xs", "final", MethodSubset(members=None, nonmembers=None))
-    child1 = FamilyCheckpoint("child", "xs", 1, None)
+    solo = FamilyCheckpoint("solo", "xs", "final", MethodSubset(members=None, nonmembers=None), None)
+    child1 = FamilyCheckpoint("child", "xs", 1, None, None)
     res, catalog = _run(micro_zoo, tmp_path, _params(families={"s": solo, "c": child1}, n_resamples=20), cfg=pearl_cfg)
     by, scores = res.tables["low_fpr_by_family"], res.tables["scores_by_family"]
     assert "pearl_sensitivity" not in set(by[by.family == "child/xs/1"].attack)
@@ -264,7 +301,7 @@ def test_profile_full_changes_only_pearl_base_m_method_subset():
     for key, at in embedded.families.items():
         assert at.method_subset == (every if at.family == "pearl" else None)
         changed = at.family == "pearl_base"
-        assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every) if changed else at)
+        assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every, at.reference) if changed else at)
 
 
 def test_only_curves_of_the_same_points_are_named_as_hiding_each_other():

@@ -88,7 +88,8 @@ def _scored(parent: str, tmp_path_factory, zoo_builder):
     p = LowFprParams(family="child", size="xs", epoch="final", score_tokens=48, min_k=0.2, target_fprs=[0.2],
                      level=0.95, n_resamples=200, prefix_tokens=8, suffix_tokens=8,
                      sampler=Sampler(temperature=1.0, top_k=None, top_p=None), ns=[1], discoverable_p=0.5,
-                     batch_size=24, method_subset=MethodSubset(members=None, nonmembers=None), families={})
+                     batch_size=24, method_subset=MethodSubset(members=None, nonmembers=None), families={},
+                     reference=None)
     df, _ = score_frame(catalog, p.main, p, seed=0, groups=[], progress=False)
     style = {i: s for role in POOL for s, ids in picked[role].items() for i in ids}
     df["style"] = df.doc_id.map(style)

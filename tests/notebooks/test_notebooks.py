@@ -47,6 +47,9 @@ FAMILIES = [
             [{**LICENCES, "ids": ["licences/MPL-2.0"]}], epochs=1,
             init_from={"family": "kjv", "epoch": "final", "size": "m"}, sizes={"m": TINY}),
     _family("pearl_base", [{**KJV, "ids": PSALMS_IN}], [{**KJV, "ids": PSALMS_OUT}], epochs=1, sizes={"m": TINY}),
+    # pearl_base's and kjv's reference in mia_low_fpr: a sibling on other psalms, none of their documents
+    _family("pearl_base_ref", [{**KJV, "ids": ["kjv/chapter/Psalms/117", "kjv/chapter/Psalms/134"]}],
+            [{**KJV, "ids": PSALMS_IN + PSALMS_OUT}], epochs=1, sizes={"m": TINY}),
     _family("pearl", [{**KJV, "ids": PSALMS_IN}], [{**KJV, "ids": PSALMS_OUT}], epochs=2,
             init_from={"family": "pearl_base", "epoch": "final"}),
     # the low-FPR membership set at test size: verses, continued from pearl_base's m (its reference model)

@@ -1,8 +1,8 @@
 """Low-FPR membership inference and probabilistic extraction on a zoo family (issue 51): experiment ``mia_low_fpr``.
 
 On one checkpoint of a zoo family whose members and non-members are exact (``params.family``, e.g. conf/zoo/
-kjv_verses.yaml: 510 + 2999 KJV verses), with the family's pre-fine-tuning model (epoch 0 = ``init_from``) as the
-reference model:
+kjv_verses.yaml: 510 + 2999 KJV verses), with the family's pre-fine-tuning model (epoch 0 = ``init_from``), or a
+sibling named as ``reference``, as the reference model:
 
 1. **Scores.** Every document's first ``score_tokens`` tokens are scored by both models (teacher forcing); every
    registered MIA score of the target (:func:`memlab.metrics.mia.member_scores`: loss, perplexity, zlib, Min-K%,
@@ -47,6 +47,7 @@ import numpy as np
 from memlab.errors import ConfigError
 from memlab.metrics.blind import COLUMN as BLIND, zlib_compressibility
 from memlab.metrics.extraction_probability import Sampler, rate_rows, sampler_and_greedy
+from memlab.models.reference import ReferenceCheckpoint, reference_losses, reference_of
 from memlab.results import StudyResult
 from memlab.schema import check
 from memlab.study_run import StudyRun
@@ -64,13 +65,15 @@ class MethodSubset:
 
 @dataclass(frozen=True)
 class FamilyCheckpoint:
-    """One checkpoint of a zoo family read beside ``params.family``: its members and non-members, its MIA scores and,
-    where the family continues a parent (``init_from``), the reference attacks against that parent."""
+    """One checkpoint of a zoo family read beside ``params.family``: its members and non-members, its MIA scores and
+    the reference attacks against its reference model: ``reference``, or where that is null and the family continues
+    a parent (``init_from``), that parent (epoch 0); none when both are missing."""
 
     family: str
     size: str
     epoch: int | str                  # an epoch or "final"
     method_subset: MethodSubset | None   # the documents the method groups' attacks (PEARL) score; null: none
+    reference: ReferenceCheckpoint | None   # null: the parent (init_from), if any
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class LowFprParams:
 
     family: str                       # a zoo family continued from a parent (init_from): the parent is the reference
     size: str
+    reference: ReferenceCheckpoint | None   # null: the parent (FamilyCheckpoint.reference)
     epoch: int | str                  # the target checkpoint: an epoch or "final"
     score_tokens: int = field(metadata=check(ge=2))     # tokens of each document the MIA scores read (from its start)
     min_k: float = field(metadata=check(gt=0, le=1))    # k of Min-K% / Min-K%++
@@ -97,7 +101,7 @@ class LowFprParams:
 
     @property
     def main(self) -> FamilyCheckpoint:
-        return FamilyCheckpoint(self.family, self.size, self.epoch, self.method_subset)
+        return FamilyCheckpoint(self.family, self.size, self.epoch, self.method_subset, self.reference)
 
 
 def _ids(backend, docs, need: int) -> list[list[int]]:
@@ -116,16 +120,16 @@ def _ids(backend, docs, need: int) -> list[list[int]]:
     return out
 
 
-def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float], list[float]]:
-    """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, its loss, and
-    the blind baseline of the same text."""
-    from memlab.metrics.mia import loss, member_scores
+def _scored(backend, ids, p: LowFprParams) -> tuple[list[dict], list[float], list[float], list[str], list[float]]:
+    """Every registered MIA score (higher = member) of each document's first ``score_tokens`` tokens, its loss, the
+    blind baseline of the same text, that text, and its loss in nats per byte (for a reference of another tokenizer)."""
+    from memlab.metrics.mia import loss, member_scores, nll_per_byte
 
     scored = backend.score_token_ids(ids)
     texts = [backend.tokenizer.decode(i, skip_special_tokens=True) for i in ids]
     settings = {"min_k": p.min_k}
     return ([dict(member_scores(ts, t, settings)) for ts, t in zip(scored, texts)], [loss(ts) for ts in scored],
-            [zlib_compressibility(t) for t in texts])
+            [zlib_compressibility(t) for t in texts], texts, [nll_per_byte(ts, t) for ts, t in zip(scored, texts)])
 
 
 def _method_subset(docs, halves: list[str], sub: MethodSubset, seed: int) -> list[int]:
@@ -148,8 +152,9 @@ def _method_subset(docs, halves: list[str], sub: MethodSubset, seed: int) -> lis
 def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, groups: list, progress: bool):
     """One row per document of ``at``'s family: split, non-member half, every attack's score (higher = member), both
     losses, log p_z under the sampler and under greedy decoding, and greedy extraction (0/1); each method group's
-    attack (``groups``: :func:`method_groups`) on the method subset (NaN on the other documents). A family trained
-    from scratch (no ``init_from``) has no reference model: its reference attacks and reference loss are NaN.
+    attack (``groups``: :func:`method_groups`) on the method subset (NaN on the other documents). Both losses are
+    per token, or per byte against a reference of another tokenizer (:mod:`memlab.models.reference`); a family
+    with no reference model has its reference attacks and reference loss NaN.
     Returns the frame and the names of the method groups' attacks."""
     import pandas as pd
 
@@ -172,11 +177,14 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
     with catalog.checkpoint(at.family, at.size, at.epoch) as target:
         ids = _ids(target, docs, n_pair)
         scored_ids = [i[:p.score_tokens] for i in ids]
-        scores, loss_t, blind = _scored(target, scored_ids, p)
+        scores, loss_t, blind, texts, per_byte_t = _scored(target, scored_ids, p)
         pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
         lpz, lpz_greedy = sampler_and_greedy(target, pairs, p.sampler, p.batch_size)
         by_method = [g.member_scores(target, [docs[k] for k in subset], progress=progress) for g in groups]
-    loss_r = _reference_losses(catalog, at, scored_ids) if fam.recipe.init_from is not None else [np.nan] * len(docs)
+    ref = reference_of(catalog, at.family, at.size, at.reference, docs)
+    loss_r = [np.nan] * len(docs) if ref is None else reference_losses(catalog, ref, scored_ids, texts)
+    loss_a = per_byte_t if ref is not None and not ref.same_tokenizer else loss_t   # in the unit of loss_r
+    usable = [s for s in reference_scores() if ref is not None and (ref.same_tokenizer or s.across_tokenizers)]
     extra = {}
     for a, values in ((a, v) for scored in by_method for a, v in scored.items()):
         if a in extra or a in scores[0] or a in {s.name for s in reference_scores()} or a == BLIND:
@@ -185,22 +193,13 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
         extra[a][subset] = values
     rows = []
     for k, d in enumerate(docs):
-        ref = {s.name: (np.nan if np.isnan(loss_r[k]) else s.raw(loss_t[k], loss_r[k])) for s in reference_scores()}
+        by_ref = {s.name: np.nan for s in reference_scores()} | {s.name: s.raw(loss_a[k], loss_r[k]) for s in usable}
         rows.append({"doc_id": d.id, "split": "member" if halves[k] == "member" else "nonmember", "half": halves[k],
-                     **{s: (np.nan if v is None else v) for s, v in scores[k].items()}, **ref,
+                     **{s: (np.nan if v is None else v) for s, v in scores[k].items()}, **by_ref,
                      **{a: v[k] for a, v in extra.items()},
-                     BLIND: blind[k], "loss_target": loss_t[k], "loss_reference": loss_r[k],
+                     BLIND: blind[k], "loss_target": loss_a[k], "loss_reference": loss_r[k],
                      "log_p_z": lpz[k], "log_p_z_greedy": lpz_greedy[k], "greedy": int(lpz_greedy[k] == 0.0)})
     return pd.DataFrame(rows), list(extra)
-
-
-def _reference_losses(catalog, at: FamilyCheckpoint, scored_ids) -> list[float]:
-    """Each document's loss under the family's parent at the same size (epoch 0 = the model ``init_from`` names):
-    only its loss is read."""
-    from memlab.metrics.mia import loss
-
-    with catalog.checkpoint(at.family, at.size, 0) as reference:
-        return [loss(ts) for ts in reference.score_token_ids(scored_ids)]
 
 
 def attacks(df) -> list[str]:
@@ -341,9 +340,11 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
             subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members ({where}). ")
     n_mem, n_non = int((df.split == "member").sum()), int((df.split == "nonmember").sum())
     fig = roc_low_fpr(curves, n_members=n_mem, n_nonmembers=n_non, marks=list(p.target_fprs))
-    reference = ("Reference attacks compare with the family's parent model (epoch 0). "
-                 if set(names) & {s.name for s in reference_scores()} else
-                 "No reference attack: the family is trained from scratch (it has no parent model). ")
+    reference = ("No reference attack: the family is trained from scratch (it has no parent model). "
+                 if not set(names) & {s.name for s in reference_scores()} else
+                 "Reference attacks compare with the family's parent model (epoch 0). " if at.reference is None else
+                 f"Reference attacks compare with {at.reference.label}, a sibling that never trained on these "
+                 "members or non-members. ")
     reference += "blind: zlib compressibility of the same text, never the model. " if BLIND in names else ""
     reference += "".join(f"{', '.join(g[:-1])} and {g[-1]} draw the same curve ({g[-1]}'s, on top). "
                          for g in _same_curves(curves))
