@@ -96,8 +96,8 @@ def test_the_model_argument_is_a_path_a_url_or_a_preset(tmp_path):
 ], ids=["missing-gguf", "missing-relative-folder", "unknown-reference", "unknown-option", "abbreviated-option"])
 def test_a_bad_model_argument_is_one_line_before_anything_is_fetched(installed_package, tmp_path, args, error):
     """The installed command from an empty folder with an empty cache (a first audit): a model or reference model that
-    is not there, or an option the command does not have, is named in one line, exit 2, and nothing was fetched (the known-unseen corpora's sdists come from
-    PyPI on a first audit: before, a typo waited for them)."""
+    is not there, or an option the command does not have, is named in one line, exit 2, and nothing was fetched (the
+    known-unseen corpora's sdists come from PyPI on a first audit: before, a typo waited for them)."""
     work, cache = tmp_path / "work", tmp_path / "cache"
     work.mkdir()
     cache.mkdir()
@@ -115,6 +115,15 @@ def test_hydras_own_flags_and_overrides_pass_an_unknown_option_does_not():
     for typo in ("--smoek", "--out_dir=x", "-x"):
         with pytest.raises(ConfigError, match=f"memlab audit has no option {typo}:"):
             cli.require_overrides(["params.n=3", typo])
+
+
+def test_the_flags_passed_on_are_exactly_those_of_the_installed_hydra():
+    """cli.HYDRA_FLAGS is written by hand: a Hydra release that adds or drops a flag fails here, not in a user's run
+    (--help / -h are memlab's own: `memlab audit --help` prints the audit's options)."""
+    from hydra._internal.utils import get_args_parser
+
+    hydra = {o for action in get_args_parser()._actions for o in action.option_strings}
+    assert cli.HYDRA_FLAGS == hydra - {"-h", "--help"}
 
 
 def test_the_audit_command_passes_its_reference_model_on():

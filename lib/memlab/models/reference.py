@@ -50,8 +50,9 @@ def reference_of(catalog, family: str, size: str, named: ReferenceCheckpoint | N
     if seen:
         raise ConfigError(f"reference {named.label} trained on {len(seen)} of {family}'s members and non-members "
                           f"(e.g. {seen[0]}): a reference model must never have seen them")
-    same = (sibling.tokenizer_dir / "tokenizer.json").read_bytes() == (fam.tokenizer_dir / "tokenizer.json").read_bytes()
-    return Reference(named, True, same)
+    tokenizer = "tokenizer.json"
+    return Reference(named, True, (sibling.tokenizer_dir / tokenizer).read_bytes() ==
+                     (fam.tokenizer_dir / tokenizer).read_bytes())
 
 
 def reference_losses(catalog, ref: Reference, scored_ids, texts: list[str]) -> list[float]:
