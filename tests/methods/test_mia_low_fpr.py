@@ -247,6 +247,8 @@ def test_a_named_sibling_is_the_reference_of_a_family_and_one_that_saw_its_docum
     assert np.allclose(solo.loss_reference, per_byte, rtol=1e-9, atol=0)
     assert np.allclose(solo.ref_loss_ratio, -solo.loss_target / solo.loss_reference, rtol=1e-12, atol=0)
     assert "base/xs/final, a sibling" in res.captions["roc_low_fpr_solo_xs_final"]
+    assert "tokenizes otherwise: ref_loss_ratio only, in nats per byte" in res.captions["roc_low_fpr_solo_xs_final"]
+    assert "tokenizes otherwise" not in res.captions["roc_low_fpr_child_xs_1"]
     with pytest.raises(ConfigError, match=r"reference child/xs/final trained on 4 of solo's members and non-members"):
         _run(micro_zoo, tmp_path, _params(families={"s": FamilyCheckpoint("solo", "xs", "final", every,
                                                                             ReferenceCheckpoint("child", "xs",

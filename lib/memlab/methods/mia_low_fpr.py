@@ -340,11 +340,13 @@ def roc_figure(df, names: list[str], at: FamilyCheckpoint, p: LowFprParams, tabl
             subsets.append(f"{a} scored a seeded subset of {len(m)} members and {len(n)} non-members ({where}). ")
     n_mem, n_non = int((df.split == "member").sum()), int((df.split == "nonmember").sum())
     fig = roc_low_fpr(curves, n_members=n_mem, n_nonmembers=n_non, marks=list(p.target_fprs))
-    reference = ("No reference attack: the family is trained from scratch (it has no parent model). "
-                 if not set(names) & {s.name for s in reference_scores()} else
+    read = [s.name for s in reference_scores() if s.name in names]
+    reference = ("No reference attack: the family is trained from scratch (it has no parent model). " if not read else
                  "Reference attacks compare with the family's parent model (epoch 0). " if at.reference is None else
                  f"Reference attacks compare with {at.reference.label}, a sibling that never trained on these "
-                 "members or non-members. ")
+                 "members or non-members" + ("" if len(read) == len(reference_scores()) else
+                                             f"; it tokenizes otherwise: {', '.join(read)} only, in nats per byte")
+                 + ". ")
     reference += "blind: zlib compressibility of the same text, never the model. " if BLIND in names else ""
     reference += "".join(f"{', '.join(g[:-1])} and {g[-1]} draw the same curve ({g[-1]}'s, on top). "
                          for g in _same_curves(curves))
