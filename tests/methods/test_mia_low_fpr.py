@@ -303,7 +303,8 @@ def test_profile_full_changes_only_pearl_base_m_method_subset():
     for key, at in embedded.families.items():
         assert at.method_subset == (every if at.family == "pearl" else None)
         changed = at.family == "pearl_base"
-        assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every, at.reference) if changed else at)
+        assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every, at.reference) if changed
+                                      else at)
 
 
 def test_only_curves_of_the_same_points_are_named_as_hiding_each_other():

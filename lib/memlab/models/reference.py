@@ -35,7 +35,6 @@ class Reference:
     """The resolved reference model of one family checkpoint."""
 
     checkpoint: ReferenceCheckpoint
-    named: bool               # named in the config (a sibling), not the family's parent
     same_tokenizer: bool      # True: losses per token of the same ids; False: per byte of the same text
 
 
@@ -44,14 +43,14 @@ def reference_of(catalog, family: str, size: str, named: ReferenceCheckpoint | N
     non-members) and compared tokenizer to tokenizer; else its parent at epoch 0; else None."""
     fam = catalog.family(family)
     if named is None:
-        return None if fam.recipe.init_from is None else Reference(ReferenceCheckpoint(family, size, 0), False, True)
+        return None if fam.recipe.init_from is None else Reference(ReferenceCheckpoint(family, size, 0), True)
     sibling = catalog.family(named.family)
     seen = sorted(set(sibling.training_ids()) & {d.id for d in docs})
     if seen:
         raise ConfigError(f"reference {named.label} trained on {len(seen)} of {family}'s members and non-members "
                           f"(e.g. {seen[0]}): a reference model must never have seen them")
     tokenizer = "tokenizer.json"
-    return Reference(named, True, (sibling.tokenizer_dir / tokenizer).read_bytes() ==
+    return Reference(named, (sibling.tokenizer_dir / tokenizer).read_bytes() ==
                      (fam.tokenizer_dir / tokenizer).read_bytes())
 
 
