@@ -249,6 +249,10 @@ def test_a_named_sibling_is_the_reference_of_a_family_and_one_that_saw_its_docum
     assert "base/xs/final, a sibling" in res.captions["roc_low_fpr_solo_xs_final"]
     assert "tokenizes otherwise: ref_loss_ratio only, in nats per byte" in res.captions["roc_low_fpr_solo_xs_final"]
     assert "tokenizes otherwise" not in res.captions["roc_low_fpr_child_xs_1"]
+    for bad, error in ((ReferenceCheckpoint("nowhere", "xs", 1), "unknown zoo family 'nowhere'"),
+                       (ReferenceCheckpoint("base", "xl", "final"), "zoo family 'base' has no size 'xl'")):
+        with pytest.raises(ConfigError, match=error):
+            _run(micro_zoo, tmp_path, _params(families={"s": FamilyCheckpoint("solo", "xs", "final", every, bad)}))
     with pytest.raises(ConfigError, match=r"reference child/xs/final trained on 4 of solo's members and non-members"):
         _run(micro_zoo, tmp_path, _params(families={"s": FamilyCheckpoint("solo", "xs", "final", every,
                                                                             ReferenceCheckpoint("child", "xs",

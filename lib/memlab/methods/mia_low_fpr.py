@@ -174,6 +174,7 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
     halves = ["member"] * len(fam.members) + ["calibration" if j in cal else "evaluation" for j in range(n_non)]
     subset = _method_subset(docs, halves, at.method_subset, seed) if groups else []
     n_pair = p.prefix_tokens + p.suffix_tokens
+    ref = reference_of(catalog, at.family, at.size, at.reference, docs)   # before any model loads
     with catalog.checkpoint(at.family, at.size, at.epoch) as target:
         ids = _ids(target, docs, n_pair)
         scored_ids = [i[:p.score_tokens] for i in ids]
@@ -181,7 +182,6 @@ def score_frame(catalog, at: FamilyCheckpoint, p: LowFprParams, seed: int, group
         pairs = [(i[:p.prefix_tokens], i[p.prefix_tokens:n_pair]) for i in ids]
         lpz, lpz_greedy = sampler_and_greedy(target, pairs, p.sampler, p.batch_size)
         by_method = [g.member_scores(target, [docs[k] for k in subset], progress=progress) for g in groups]
-    ref = reference_of(catalog, at.family, at.size, at.reference, docs)
     loss_r = [np.nan] * len(docs) if ref is None else reference_losses(catalog, ref, scored_ids, texts)
     loss_a = per_byte_t if ref is not None and not ref.same_tokenizer else loss_t   # in the unit of loss_r
     usable = [s for s in reference_scores() if ref is not None and (ref.same_tokenizer or s.across_tokenizers)]

@@ -40,10 +40,12 @@ class Reference:
 
 def reference_of(catalog, family: str, size: str, named: ReferenceCheckpoint | None, docs) -> Reference | None:
     """``family``'s reference model at ``size``: ``named``, checked against ``docs`` (the family's members and
-    non-members) and compared tokenizer to tokenizer; else its parent at epoch 0; else None."""
+    non-members) and compared tokenizer to tokenizer; else its parent at epoch 0; else None. Called before any model
+    loads: an unknown or unbuilt reference is one line then."""
     fam = catalog.family(family)
     if named is None:
         return None if fam.recipe.init_from is None else Reference(ReferenceCheckpoint(family, size, 0), True)
+    catalog.checkpoint_cfg(named.family, named.size, named.epoch)   # refuses an unknown or unbuilt checkpoint
     sibling = catalog.family(named.family)
     seen = sorted(set(sibling.training_ids()) & {d.id for d in docs})
     if seen:
