@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memlab.backends.base import Backend, Generation, GenerationRequest as Req, Sample
@@ -58,6 +59,38 @@ def test_weight_dtype_is_part_of_the_key(micro_family, micro_backend, tmp_path):
     bf16.generate([req])
     assert bf16.hits == 0 and bf16.misses == 2 and len(bf16) == 4
     assert got.logprobs != fp32.score([text])[0].logprobs  # the answers do differ: a shared key would mix them
+
+
+def test_one_checkpoint_under_two_names_shares_its_answers_and_other_weights_do_not(micro_family, micro_backend,
+                                                                                    tmp_path):
+    """A zoo family's epoch 0 is its parent's final model reached under another name (tiny-neox-pearl-m-e0 is
+    tiny-neox-pearl_base-m-final): a local model is keyed by its files' content, so another name, or a copy of the
+    folder elsewhere, is answered from the cache; another checkpoint's weights, or the same folder under a revision
+    label the user gave (which names it, as a hub revision does), are keyed apart."""
+    import shutil
+
+    from memlab.backends.factory import build_backend
+
+    text = " ".join(micro_family.members[0].text.split()[:30])
+    req = Req(prompt=" ".join(text.split()[:10]), max_new_tokens=8, temperature=1.0, n=2, seed=3)
+    db = tmp_path / "c.sqlite"
+    first = CachedBackend(micro_backend, db)
+    answers, scores = first.generate([req])[0].texts, first.score([text])[0].logprobs
+    copy = shutil.copytree(micro_family.final_dir, tmp_path / "elsewhere" / "final")
+    for cfg in ({**micro_family.model_cfg, "name": "tiny-neox-child-xs-e0"}, {**micro_family.model_cfg,
+                                                                             "path": str(copy), "name": None}):
+        again = CachedBackend(build_backend(cfg), db)
+        assert again.model_id != first.model_id and again.weights_key == first.weights_key
+        assert again.generate([req])[0].texts == answers
+        assert np.array_equal(again.score([text])[0].logprobs, scores, equal_nan=True)   # the first token: nan
+        assert (again.hits, again.misses) == (3, 0)
+    other = CachedBackend(build_backend({**micro_family.model_cfg, "path": str(micro_family.checkpoints[min(micro_family.checkpoints)])}), db)
+    labelled = CachedBackend(build_backend({**micro_family.model_cfg, "revision": "v1"}), db)
+    assert labelled.weights_key is None and other.weights_key != first.weights_key
+    for apart in (other, labelled):
+        apart.generate([req]), apart.score([text])
+        assert (apart.hits, apart.misses) == (0, 3)
+    assert not np.array_equal(other.score([text])[0].logprobs, scores, equal_nan=True)   # they do answer otherwise
 
 
 class _CrashingScorer(Backend):

@@ -293,22 +293,49 @@ def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micr
     assert "trained from scratch" in res.captions["roc_low_fpr_solo_xs_final"]
 
 
-def test_profile_full_changes_only_pearl_base_m_method_subset():
-    """conf/scale/mia_low_fpr_full.yaml names one entry of params.families and one key of it (PEARL on every chapter
-    of pearl_base/m); pearl/m has it in every profile but smoke (pearl_calibration's cached answers); every other
-    entry and key is the experiment's (each entry is written once)."""
+def test_pearl_reads_every_chapter_of_pearl_and_pearl_base_in_every_profile_but_smoke():
+    """PEARL beside the other attacks on both PEARL families in the embedded run (their answers mostly cached by
+    pearl_calibration and pearl_epochs); kjv's whole books have none. profile=full changes no entry; smoke only the
+    two subsets' sizes (each entry is written once, in conf/experiment/mia_low_fpr.yaml)."""
     from memlab.config import compose
     from memlab.study_run import typed_node
 
     embedded = typed_node(compose("mia_low_fpr", ["profile=embedded"]), "params")
-    full = typed_node(compose("mia_low_fpr", ["profile=full"]), "params")
-    assert list(full.families) == list(embedded.families)
     every = MethodSubset(members=None, nonmembers=None)
+    assert {at.family: at.method_subset for at in embedded.families.values()} == {
+        "pearl": every, "pearl_base": every, "kjv": None}
+    assert typed_node(compose("mia_low_fpr", ["profile=full"]), "params").families == embedded.families
+    smoke_cfg = compose("mia_low_fpr", ["profile=smoke"])
+    smoke, smoke_pearl = typed_node(smoke_cfg, "params").families, typed_node(smoke_cfg, "methods.pearl")
     for key, at in embedded.families.items():
-        assert at.method_subset == (every if at.family == "pearl" else None)
-        changed = at.family == "pearl_base"
-        assert full.families[key] == (FamilyCheckpoint(at.family, at.size, at.epoch, every, at.reference) if changed
-                                      else at)
+        small = MethodSubset(members=2, nonmembers=2) if at.method_subset else None
+        epoch = smoke_pearl.study.epoch if at.family == "pearl" else at.epoch   # the smoke zoo's last checkpoint
+        assert smoke[key] == FamilyCheckpoint(at.family, at.size, epoch, small, at.reference)
+
+
+def test_pearl_base_m_asks_what_pearl_epochs_asks_at_epoch_0_for_its_pool_chapters():
+    """pearl_base/m is pearl/m's epoch 0 (the same folder), which pearl_epochs reads on every one of pearl's 36 + 66
+    chapters, all of them pearl_base's too, with mia_low_fpr's PEARL settings but the greedy truth aid; the response
+    cache keys a local model by its files (tests/backends/test_backend_cache.py), so in make reproduce
+    (requires.after) only pearl_base's other 43 chapters are computed."""
+    import dataclasses
+
+    from memlab.config import compose
+    from memlab.models.zoo import load_family
+    from memlab.study_run import typed_node
+
+    epochs, mia = typed_node(compose("pearl_epochs"), "method"), compose("mia_low_fpr")
+    at, pearl = typed_node(mia, "params").families["pearl_base_m"], typed_node(mia, "methods.pearl")
+    st = epochs.study
+    assert "pearl_epochs" in mia.requires.after and 0 in st.epochs and at.size == st.size
+    base, child = load_family(at.family), load_family(st.family)
+    assert child.model_cfg(st.size, 0)["path"] == base.model_cfg(at.size, at.epoch)["path"]
+    pool = {d.id for d in child.members + child.nonmembers}
+    assert (st.n_members, st.n_nonmembers) == (len(child.members), len(child.nonmembers))
+    assert pool <= {d.id for d in base.members + base.nonmembers} and len(pool) == 102
+    assert at.method_subset == MethodSubset(members=None, nonmembers=None)
+    assert epochs.study.kinds == [pearl.perturbation.kind]
+    assert dataclasses.replace(pearl, verbatim_words=epochs.verbatim_words, study=st) == epochs
 
 
 def test_only_curves_of_the_same_points_are_named_as_hiding_each_other():

@@ -142,11 +142,15 @@ class Backend(abc.ABC):
     backend sets it: how it computes where that changes outputs (the HF weight dtype: bf16 and fp32 answers differ).
     ``has_chat_template``: the model renders chats with its own template; ``chat_only``: the model only speaks chat
     (a chat-only endpoint: a plain prompt is sent as one user message). Either makes methods prompt it in chat style.
+    ``weights_key``, when set, stands for model id and revision in cache keys: the content of what the backend
+    computes with (a local folder's hash and whether a chat template renders its prompts), so one checkpoint reached
+    under two names (a zoo family's epoch 0 is its parent's final model) shares its cached answers.
     """
 
     model_id: str
     revision: str
     numerics: str | None = None
+    weights_key: str | None = None
     has_chat_template: bool = False
     chat_only: bool = False
 

@@ -1,11 +1,13 @@
 """Response cache at the backend boundary: sqlite (WAL), one row per finished sample or scored text.
 
-Key = sha256 of the JSON of (model id, weights revision, the backend's ``numerics`` when set (the HF weight dtype
-and KV cache) together with the numeric profile the process computes under (``numerics.active()``: ``pinned``,
-``native``, ...; so a native run's answers are never reused by a pinned run, nor the reverse), for a served model
-its identity (backend kind, normalized base_url, the server's own description of the model and what it reports
-about how it computes, see identity.py; the server's numeric profile is its own and not in the key), method, every request field incl. ``seed``, sample index) — for ``score``: (model id, revision,
-numerics, served identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate
+Key = sha256 of the JSON of (the model: its id and weights revision, or the backend's ``weights_key`` in their place
+when it has one, so a local model is keyed by its files' content, not by the name it is reached under; the backend's
+``numerics`` when set (the HF weight dtype and KV cache) together with the numeric profile the process computes under
+(``numerics.active()``: ``pinned``, ``native``, ...; so a native run's answers are never reused by a pinned run, nor
+the reverse), for a served model its identity (backend kind, normalized base_url, the server's own description of the
+model and what it reports about how it computes, see identity.py; the server's numeric profile is its own and not in
+the key), method, every request field incl. ``seed``, sample index) — for ``score``: (the model, numerics, served
+identity, "score", text, plus the backend's ``score_variant`` when it has one, e.g. approximate
 Min-K%++ statistics). ``n`` is left out of the generation key on purpose: sample ``i`` does not depend on ``n`` (see
 base.py), so asking for 10 samples after 5 reuses the first 5. Greedy requests store only sample 0 (all greedy
 samples are equal).
@@ -48,6 +50,9 @@ class CachedBackend(Backend):
         super().__init__()
         self.inner = inner
         self.model_id, self.revision, self.numerics = inner.model_id, inner.revision, inner.numerics
+        self.weights_key = inner.weights_key
+        self._model = ({"weights": inner.weights_key} if inner.weights_key
+                       else {"model": inner.model_id, "revision": inner.revision})
         self.has_chat_template, self.chat_only = inner.has_chat_template, inner.chat_only
         self.usage = inner.usage  # real calls only: cache hits cost nothing
         self.hits = self.misses = 0
@@ -109,12 +114,11 @@ class CachedBackend(Backend):
     def generation_key(self, request: GenerationRequest, index: int) -> str:
         fields = request.to_key_dict()
         fields.pop("n")
-        return _digest({"model": self.model_id, "revision": self.revision, **self._numerics(), "method": "generate",
-                        "request": fields, "sample": effective_index(request, index)})
+        return _digest({**self._model, **self._numerics(), "method": "generate", "request": fields,
+                        "sample": effective_index(request, index)})
 
     def score_key(self, text: str, vocab: bool = True) -> str:
-        payload = {"model": self.model_id, "revision": self.revision, **self._numerics(), "method": "score",
-                   "text": text}
+        payload = {**self._model, **self._numerics(), "method": "score", "text": text}
         if not vocab:   # log-probs without Min-K%++'s statistics: never served where the statistics are wanted
             payload["vocab"] = False
         variant = getattr(self.inner, "score_variant", None)
@@ -250,9 +254,10 @@ def _open(path: Path) -> sqlite3.Connection:
     return db
 
 
+# 4: local HF models keyed by their content (weights_key), not their name;
 # 3: HF keys hold the numeric profile, served keys what the server reports about how it computes (issue 50);
 # 2: served models keyed by their identity (issue 33); 1 (no meta row): by model_id alone
-KEY_VERSION = "3"
+KEY_VERSION = "4"
 
 
 def _mark_key_version(db: sqlite3.Connection, path: Path) -> None:
@@ -264,8 +269,8 @@ def _mark_key_version(db: sqlite3.Connection, path: Path) -> None:
     if row is None or row[0] != KEY_VERSION:
         (n_rows,) = db.execute("SELECT COUNT(*) FROM responses").fetchone()
         if n_rows:
-            print(f"memlab: note: response cache {path} predates key version {KEY_VERSION} (numeric profile and "
-                  "served-model identities in its keys): answers cached there before are not reused; delete the "
+            print(f"memlab: note: response cache {path} predates key version {KEY_VERSION} (local models "
+                  "keyed by their files' content): answers cached there before are not reused; delete the "
                   "file to reclaim the space", file=sys.stderr)
         db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('key_version', ?)", (KEY_VERSION,))
 

@@ -62,6 +62,8 @@ class HFBackend(PerSampleBackend):
         if cfg.chat_template not in ("auto", "none"):
             raise ConfigError(f"model.chat_template must be auto or none, got {cfg.chat_template!r}")
         self.has_chat_template = cfg.chat_template == "auto" and bool(getattr(self.tokenizer, "chat_template", None))
+        if not is_hub and cfg.revision in (None, "auto"):  # the revision is the folder's content hash: see base.py
+            self.weights_key = f"{self.revision}/chat-template={'on' if self.has_chat_template else 'off'}"
 
     def _set_runtime(self, cfg: HFBackendConfig) -> None:
         """Torch threads, rows per pass and the KV cache, checked."""
