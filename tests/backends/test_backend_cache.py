@@ -84,7 +84,8 @@ def test_one_checkpoint_under_two_names_shares_its_answers_and_other_weights_do_
         assert again.generate([req])[0].texts == answers
         assert np.array_equal(again.score([text])[0].logprobs, scores, equal_nan=True)   # the first token: nan
         assert (again.hits, again.misses) == (3, 0)
-    other = CachedBackend(build_backend({**micro_family.model_cfg, "path": str(micro_family.checkpoints[min(micro_family.checkpoints)])}), db)
+    earliest = micro_family.checkpoints[min(micro_family.checkpoints)]
+    other = CachedBackend(build_backend({**micro_family.model_cfg, "path": str(earliest)}), db)
     labelled = CachedBackend(build_backend({**micro_family.model_cfg, "revision": "v1"}), db)
     assert labelled.weights_key is None and other.weights_key != first.weights_key
     for apart in (other, labelled):
