@@ -269,8 +269,9 @@ def test_a_family_listed_twice_or_too_small_to_split_is_refused_in_one_line(micr
 
 def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micro_zoo, tmp_path, pearl_cfg):
     """The method group's attack on params.families: the family's own method_subset (members and non-members null =
-    every document), equal to PEARL run directly on them; a family whose method_subset is null gets no such attack;
-    the main family keeps its seeded subset."""
+    every document), equal to PEARL run directly on them; a family whose method_subset is null gets rows that say the
+    attack was not run (no document counted, no rate) and no PEARL in its ROC or metrics; the main family keeps its
+    seeded subset."""
     from memlab.methods.pearl.engine import run_pearl
     from memlab.study_run import typed_node
 
@@ -278,7 +279,13 @@ def test_pearl_scores_every_document_of_another_family_whose_subset_is_null(micr
     child1 = FamilyCheckpoint("child", "xs", 1, None, None)
     res, catalog = _run(micro_zoo, tmp_path, _params(families={"s": solo, "c": child1}, n_resamples=20), cfg=pearl_cfg)
     by, scores = res.tables["low_fpr_by_family"], res.tables["scores_by_family"]
-    assert "pearl_sensitivity" not in set(by[by.family == "child/xs/1"].attack)
+    from memlab.methods.mia_low_fpr import NOT_RUN
+
+    skipped = by[(by.family == "child/xs/1") & (by.attack == "pearl_sensitivity")]
+    assert len(skipped) == len(_params().target_fprs) and (skipped.documents == NOT_RUN).all()
+    assert (skipped.n_members == 0).all() and skipped[["tpr", "auc", "threshold"]].isna().all().all()
+    assert not any(k.startswith("by_family/child/xs/1/pearl") for k in res.metrics)
+    assert (by[by.documents != NOT_RUN].n_members > 0).all()   # every other row counts the documents it read
     assert scores[scores.family == "child/xs/1"].pearl_sensitivity.isna().all()
     scores = scores[scores.family == "solo/xs/final"]
     rows = by[(by.attack == "pearl_sensitivity")].set_index("family")

@@ -319,7 +319,7 @@ def study(method: None, params: LowFprParams, run: StudyRun) -> StudyResult:
         m, n = read_on(df, a)
         res.metric(**{f"{a}/n_members": len(m), f"{a}/n_nonmembers": len(n)})
     res.metric(n_members=len(mem), n_nonmembers=len(non))
-    other_families(res, run, p, groups, table, ext)
+    other_families(res, run, p, groups, method_attacks, table, ext)
     return res
 
 
@@ -372,12 +372,14 @@ def _same_curves(curves) -> list[list[str]]:
     return [g for g in groups if len(g) > 1]
 
 
-def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: list, low, ext) -> None:
-    """``params.families`` read as ``params.family`` is (the method groups' attacks on each one's ``method_subset``,
-    none where it is null): with the main family's rows (``low``, ``ext``) they make the tables ``low_fpr_by_family``
-    and ``extraction_by_family`` (column ``family``: family/size/epoch; their per-document rows: ``scores_by_family``),
-    and each gets its ROC figure ``roc_low_fpr_<family>_<size>_<epoch>``. A family with fewer non-members than a
-    target FPR needs says so in its rows (``resolvable``, ``min_fpr``)."""
+def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: list, method_attacks: list[str], low,
+                   ext) -> None:
+    """``params.families`` read as ``params.family`` is (the method groups' attacks on each one's ``method_subset``;
+    where it is null, rows saying that the main family's ``method_attacks`` were not run: :func:`not_run_rows`): with
+    the main family's rows (``low``, ``ext``) they make the tables ``low_fpr_by_family`` and ``extraction_by_family``
+    (column ``family``: family/size/epoch; their per-document rows: ``scores_by_family``), and each gets its ROC
+    figure ``roc_low_fpr_<family>_<size>_<epoch>``. A family with fewer non-members than a target FPR needs says so
+    in its rows (``resolvable``, ``min_fpr``)."""
     import pandas as pd
 
     seen = {label(p.main)}
@@ -390,6 +392,7 @@ def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: lis
         names = attacks(df) + extra
         frames.append(df.assign(family=label(at)))
         lows.append(low_fpr_table(df, names, p, run.seed).assign(family=label(at)))
+        not_run = not_run_rows([] if at.method_subset else method_attacks, p)
         exts.append(extraction_table(df, p).assign(family=label(at)))
         fig, caption = roc_figure(df, names, at, p, "low_fpr_by_family")
         res.figure(f"roc_low_fpr_{at.family}_{at.size}_{at.epoch}", fig, caption=caption)
@@ -398,10 +401,26 @@ def other_families(res: StudyResult, run: StudyRun, p: LowFprParams, groups: lis
                           f"by_family/{label(at)}/{r.attack}/auc": r.auc})
         res.metric(**{f"by_family/{label(at)}/n_members": int((df.split == "member").sum()),
                       f"by_family/{label(at)}/n_nonmembers": int((df.split == "nonmember").sum())})
+        if len(not_run):
+            lows[-1] = pd.concat([lows[-1], not_run.assign(family=label(at))], ignore_index=True)
     if frames:
         res.table("scores_by_family", _family_first(pd.concat(frames, ignore_index=True)), show=False)
     res.table("low_fpr_by_family", _family_first(pd.concat(lows, ignore_index=True)))
     res.table("extraction_by_family", _family_first(pd.concat(exts, ignore_index=True)))
+
+
+def not_run_rows(names: list[str], p: LowFprParams):
+    """A row per method-group attack (``names``) x target FPR that a family does not run (its ``method_subset`` is
+    null): ``documents`` says so, no document is counted and every rate, threshold and AUC is NaN, so the table
+    shows the attack as not run rather than leaving it out."""
+    import pandas as pd
+
+    counts = ("tp", "n_members", "fp_evaluation", "n_evaluation", "n_calibration", "n_nonmembers_auc")
+    return pd.DataFrame([{"attack": a, "documents": NOT_RUN, "target_fpr": t, **{c: 0 for c in counts},
+                          "resolvable": False, "level": p.level} for a in names for t in p.target_fprs])
+
+
+NOT_RUN = "none: not run (method_subset null)"
 
 
 def label(at: FamilyCheckpoint) -> str:
